@@ -86,7 +86,7 @@ func (m *Metrics) Usable() bool {
 	return !math.IsNaN(m.KVUsage) && !math.IsInf(m.KVUsage, 0) && m.KVUsage >= 0
 }
 
-// HasLoRA reports whether name is active or waiting on the endpoint.
+// Has reports whether name is active and whether it is waiting on the endpoint.
 func (l *LoRA) Has(name string) (active, waiting bool) {
 	for _, a := range l.Active {
 		if a == name {

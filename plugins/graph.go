@@ -132,7 +132,9 @@ func (g *Graph) sort(produced map[string]keyOwner) ([]Node, error) {
 	isProducer := make([]bool, len(g.Nodes))
 	deps := make([][]int, len(g.Nodes)) // deps[i] = producers node i waits for
 	for i, n := range g.Nodes {
-		_, isProducer[i] = n.Plugin.(Producer)
+		if p, ok := n.Plugin.(Producer); ok {
+			isProducer[i] = len(p.Produces()) > 0
+		}
 		c, ok := n.Plugin.(Consumer)
 		if !ok || !isProducer[i] {
 			continue
