@@ -1,0 +1,43 @@
+// Package config loads llm-d's EndpointPickerConfig YAML and builds the
+// request pipeline it describes, so an existing llm-d ConfigMap works
+// unchanged.
+//
+// Three steps, each visible:
+//
+//	cfg, err := config.LoadFile("epp.yaml")                  // parse + check structure
+//	rt, err := config.Build(ctx, cfg, std.Registry(), config.Options{Logger: log})
+//	defer rt.Close()
+//	yaml, _ := rt.Config.Effective()                          // what actually runs
+//
+// Load decodes the document strictly from YAML nodes: an unknown field at any
+// level, a value of the wrong kind, a missing or duplicate name, a weight that
+// is not > 0 or a reference to an undefined plugin is an *Error carrying the
+// YAML path and line, e.g.
+//
+//	config: schedulingProfiles[0].plugins[2].weight: must be > 0 (got 0) (line 14)
+//
+// Load reports every such error at once (joined with errors.Join; Errors
+// lists them). A Kubernetes ConfigMap holding the document in its data is
+// accepted as is. Plugin parameters stay JSON (PluginSpec.Parameters) until
+// the registry decodes them into the plugin's struct.
+//
+// Defaults is the one place system defaults are applied (SPEC §4.1): the
+// built-in scoring set when there is no configuration, a default profile, a
+// profile handler and pickers, flow-control policies, parsers, a saturation
+// detector and the metrics data source. Build applies it to a copy; the
+// result, plus the producers the data graph adds, is Runtime.Config.
+//
+// Build instantiates every plugin through a plugins.Registry, initialises them
+// in configuration order with their Deps (a logger, the clock, a random source
+// seeded from Options.Seed and the instance name), resolves the data-key graph
+// (auto-adding default producers, logged one line each), and wires scheduling
+// profiles, the profile handler, the parser Selector and a
+// requestcontrol.Director.
+//
+// Plugin types the product defines but a build may lack (PlannedTypes:
+// prefix-cache-scorer, the flow-control policies, the data-layer sources…)
+// are never silently ignored: the configuration loads, the plugin is reported
+// in Runtime.Warnings as "not available in this build (planned)" and is left
+// out (a profile drops it with its own warning). A type that is neither
+// registered nor planned is an error.
+package config
