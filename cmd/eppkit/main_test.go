@@ -379,13 +379,21 @@ func TestScheduleBadInputFiles(t *testing.T) {
 	if code, _, errOut := schedule(t, "--endpoints", td("equal-endpoints.yaml"), "--config", td("bad-config.yaml")); code != exitFail || !strings.Contains(errOut, "bad-config.yaml:12: ") {
 		t.Errorf("bad config: %d %s", code, errOut)
 	}
-	if code, _, _ := eppkit(t, "schedule", "--endpoints", td("equal-endpoints.yaml")); code != exitUsage {
-		t.Errorf("missing --request: %d", code)
+}
+
+func TestScheduleEmbeddedDemo(t *testing.T) {
+	code, out, errOut := eppkit(t, "schedule", "--explain", "--seed", "3")
+	if code != exitOK || !strings.Contains(out, "x-gateway-destination-endpoint: 10.0.0.") || !strings.Contains(out, "queue-scorer") {
+		t.Fatalf("demo: %d\n%s\n%s", code, out, errOut)
 	}
 }
 
 func TestEndpointsWithoutMetricsAreNotScraped(t *testing.T) {
-	eps, err := loadEndpoints(td("endpoints.yaml"), time.Now())
+	data, err := os.ReadFile(td("endpoints.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps, err := loadEndpoints("endpoints.yaml", data, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,13 +24,14 @@ import (
 	"github.com/eppkit/eppkit/scheduling"
 )
 
-const scheduleSynopsis = `schedule --endpoints FILE --request FILE [--config FILE] [--path P]
+const scheduleSynopsis = `schedule [--endpoints FILE] [--request FILE] [--config FILE] [--path P]
                 [--explain] [--seed N] [--header "k: v"]... [--output text|json]
 
 Runs one request through the pipeline offline: parse (the parser is chosen by
 --path), producers, scheduling, pre-request hooks; prints the pick, primary
 first, then fallbacks. Without --config the built-in default configuration is
-used.`
+used; without --endpoints or --request an embedded demo pool of four
+endpoints and a chat request are.`
 
 // headers collects repeated --header "name: value" flags.
 type headers map[string]string
@@ -84,10 +86,6 @@ func (c *cli) schedule(args []string) int {
 	switch {
 	case fs.NArg() > 0:
 		return c.usageError("schedule: unexpected argument %q", fs.Arg(0))
-	case *epFile == "":
-		return c.usageError("schedule: --endpoints is required")
-	case *reqFile == "":
-		return c.usageError("schedule: --request is required")
 	case *output != "text" && *output != "json":
 		return c.usageError("schedule: --output must be text or json, not %q", *output)
 	}
@@ -119,11 +117,15 @@ func (c *cli) schedule(args []string) int {
 	if n := len(rt.Warnings) - shown; n > 0 {
 		fmt.Fprintf(c.stderr, "eppkit: %d configuration warnings (eppkit config check lists them)\n", n)
 	}
-	eps, err := loadEndpoints(*epFile, time.Now())
+	epName, epData, err := readInput(*epFile, "demo/endpoints.yaml")
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	body, err := os.ReadFile(*reqFile)
+	eps, err := loadEndpoints(epName, epData, time.Now())
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	_, body, err := readInput(*reqFile, "demo/request.json")
 	if err != nil {
 		return c.fail("%v", err)
 	}
@@ -228,6 +230,20 @@ func compact(b []byte) json.RawMessage {
 	return buf.Bytes()
 }
 
+//go:embed demo
+var demo embed.FS
+
+// readInput returns the named file's content, or the embedded demo file when
+// file is empty.
+func readInput(file, embedded string) (string, []byte, error) {
+	if file == "" {
+		data, err := demo.ReadFile(embedded)
+		return "(embedded " + embedded + ")", data, err
+	}
+	data, err := os.ReadFile(file)
+	return file, data, err
+}
+
 // endpointsFile is the --endpoints format.
 type endpointsFile struct {
 	Endpoints []endpointSpec `yaml:"endpoints"`
@@ -255,11 +271,7 @@ type endpointSpec struct {
 
 // loadEndpoints reads an endpoints file strictly. An endpoint with metrics
 // counts as scraped at now; one without has never been scraped.
-func loadEndpoints(file string, now time.Time) ([]*datalayer.Endpoint, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
+func loadEndpoints(file string, data []byte, now time.Time) ([]*datalayer.Endpoint, error) {
 	var f endpointsFile
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
