@@ -81,7 +81,7 @@ func (r *Rejection) Error() string {
 func (r *Rejection) Unwrap() error { return r.Err }
 
 // Reject maps an error to a Rejection: no candidates → 503, all filtered →
-// 429, anything else that is not already a Rejection → 500.
+// 429, an unknown profile asked for by the request → 400, anything else that is not already a Rejection → 500.
 func Reject(err error) *Rejection {
 	var r *Rejection
 	switch {
@@ -89,6 +89,9 @@ func Reject(err error) *Rejection {
 		return r
 	case errors.Is(err, scheduling.ErrNoCandidates):
 		return &Rejection{Status: http.StatusServiceUnavailable, Reason: ReasonNoEndpoints, Err: err}
+	case errors.Is(err, scheduling.ErrUnknownProfile):
+		// A profile named by a request header that does not exist.
+		return &Rejection{Status: http.StatusBadRequest, Err: err}
 	case errors.Is(err, scheduling.ErrAllFiltered):
 		return &Rejection{Status: http.StatusTooManyRequests, Reason: ReasonSaturated, Err: err}
 	default:

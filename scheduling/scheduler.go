@@ -57,6 +57,11 @@ func New(handler ProfileHandler, profiles ...*Profile) (*Scheduler, error) {
 		seen[p.Name] = true
 		s.names = append(s.names, p.Name)
 	}
+	if c, ok := handler.(ProfileChecker); ok {
+		if err := c.CheckProfiles(s.names); err != nil {
+			return nil, fmt.Errorf("scheduling: profile handler: %w", err)
+		}
+	}
 	return s, nil
 }
 
@@ -145,7 +150,7 @@ func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint)
 		clear(scores)
 		ws.Scorer.Score(ctx, req, eps, scores)
 		for i, v := range scores {
-			v = clamp01(v)
+			v = Clamp01(v)
 			scores[i] = v
 			totals[i] += ws.Weight * v
 		}
@@ -170,7 +175,8 @@ func grow(s []float64, n int) []float64 {
 	return s[:n]
 }
 
-func clamp01(v float64) float64 {
+// Clamp01 is the runtime's clamping of a score: NaN and negatives → 0, above 1 → 1.
+func Clamp01(v float64) float64 {
 	switch {
 	case v > 1:
 		return 1
@@ -180,4 +186,3 @@ func clamp01(v float64) float64 {
 		return 0
 	}
 }
-

@@ -98,6 +98,12 @@ type ProfileHandler interface {
 	Handle(ctx context.Context, req *Request, profiles []string, run RunProfileFunc) (primary string, err error)
 }
 
+// ProfileChecker is implemented by profile handlers that can check the
+// configured profile names at load time (e.g. that a named default exists).
+type ProfileChecker interface {
+	CheckProfiles(profiles []string) error
+}
+
 // ProfileHandlerFunc adapts a function to ProfileHandler.
 type ProfileHandlerFunc func(ctx context.Context, req *Request, profiles []string, run RunProfileFunc) (string, error)
 
