@@ -100,3 +100,12 @@ func (l *LoRA) Has(name string) (active, waiting bool) {
 	}
 	return
 }
+
+// EndpointListener is implemented by plugins that keep per-endpoint state (a
+// prefix index, a KV-event subscriber, in-flight counters). The data layer
+// calls it when an endpoint joins or leaves the pool, from one goroutine, in
+// order; implementations must not block.
+type EndpointListener interface {
+	EndpointAdded(e *Endpoint)
+	EndpointRemoved(e *Endpoint)
+}
