@@ -100,10 +100,9 @@ func TestConfigCheckSeed(t *testing.T) {
 	mustContain(t, "config check", out,
 		"- name: max-score-picker # system default",
 		"      - pluginRef: max-score-picker\n",
-		"# producer order: none",
-		"# auto-created producers: none",
-		"# warnings (10):",
-		`#   schedulingProfiles[0].plugins[2].pluginRef: plugin "prefix-cache-scorer": type prefix-cache-scorer is not available in this build (planned); dropped from profile "default" (line 20)`,
+		"      - pluginRef: prefix-cache-scorer\n        weight: 3\n",
+		"# producer order: approx-prefix-cache-producer",
+		"#   approx-prefix-cache-producer (type approx-prefix-cache-producer) produces prefix-match/approx-prefix-cache-producer for prefix-cache-scorer",
 		"testdata/seed.yaml: OK",
 	)
 	// The output is itself a valid configuration that checks the same.
@@ -111,7 +110,7 @@ func TestConfigCheckSeed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the output does not load: %v", err)
 	}
-	if len(cfg.Plugins) != 14 {
+	if len(cfg.Plugins) != 15 { // the seed's 5, 9 system defaults, the auto-created producer
 		t.Errorf("effective plugins: %d", len(cfg.Plugins))
 	}
 }
@@ -169,18 +168,17 @@ func TestScheduleExplainTie(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	// The built-in default configuration: queue ×2, KV cache ×2 (prefix-cache
-	// is planned and dropped, with a warning).
+	// The built-in default configuration: queue ×2, KV cache ×2, prefix ×3
+	// (a cold index: no endpoint holds the prompt yet).
 	mustContain(t, "explain", out,
 		"seed: 1\n",
 		`profile "default": 2 candidates`,
-		"queue-scorer×2 kv-cache-utilization-scorer×2 | total",
-		"10.0.0.1:8000                                1.0000                        0.7500 | 3.5000",
-		"10.0.0.2:8000                                1.0000                        0.7500 | 3.5000",
+		"queue-scorer×2 kv-cache-utilization-scorer×2 prefix-cache-scorer×3 | total",
+		"10.0.0.1:8000                                1.0000                        0.7500                0.0000 | 3.5000",
+		"10.0.0.2:8000                                1.0000                        0.7500                0.0000 | 3.5000",
 		"tie: 2 endpoints share the highest total 3.5; broken randomly",
 		"x-gateway-destination-endpoint: 10.0.0.",
 	)
-	mustContain(t, "stderr", errOut, `warning: schedulingProfiles[0].plugins[2].pluginRef: plugin "prefix-cache-scorer"`)
 }
 
 func TestScheduleWithConfig(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"github.com/eppkit/eppkit/plugins"
 	"github.com/eppkit/eppkit/plugins/pluginstest"
 	"github.com/eppkit/eppkit/plugins/std"
+	"github.com/eppkit/eppkit/requestcontrol"
 	"github.com/eppkit/eppkit/scheduling"
 )
 
@@ -19,6 +20,7 @@ var categories = map[string]func(any) bool{
 	std.CategoryPicker:         func(p any) bool { _, ok := p.(scheduling.Picker); return ok },
 	std.CategoryProfileHandler: func(p any) bool { _, ok := p.(scheduling.ProfileHandler); return ok },
 	std.CategoryParser:         func(p any) bool { _, ok := p.(parsers.Parser); return ok },
+	std.CategoryProducer:       func(p any) bool { _, ok := p.(requestcontrol.DataProducer); return ok },
 }
 
 func TestEveryType(t *testing.T) {

@@ -1,0 +1,244 @@
+// Package prefix holds the approximate prefix-cache producer: it hashes each
+// request's prompt into chained blocks (kvindex.ChainHasher), looks them up in
+// a kvindex.PrefixIndex learned from earlier picks, writes a
+// *scheduling.PrefixMatch for prefix scorers and filters, and after the pick
+// credits the chosen endpoints with the request's blocks.
+package prefix
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/eppkit/eppkit/datalayer"
+	"github.com/eppkit/eppkit/kvindex"
+	"github.com/eppkit/eppkit/plugins"
+	"github.com/eppkit/eppkit/requestcontrol"
+	"github.com/eppkit/eppkit/scheduling"
+)
+
+// MinBlockTokens is the floor on tokens per index block: smaller blocks cost
+// index memory and hashing time without improving routing.
+const MinBlockTokens = 64
+
+// Approx is the approx-prefix-cache-producer plugin.
+type Approx struct {
+	BlockSizeTokens        int  `json:"blockSizeTokens" doc:"tokens per block before the floor of 64 (auto-tuned from the engine's block size when autoTune is on)"`
+	MaxPrefixBlocksToMatch int  `json:"maxPrefixBlocksToMatch" doc:"blocks hashed and matched at most"`
+	MaxPrefixTokensToMatch int  `json:"maxPrefixTokensToMatch" doc:"tokens matched at most (0 = no limit beyond maxPrefixBlocksToMatch)"`
+	LRUCapacityPerServer   int  `json:"lruCapacityPerServer" doc:"index blocks each endpoint may hold when its engine does not report its KV-cache size"`
+	AutoTune               bool `json:"autoTune" doc:"use the engine's reported block size and GPU block count"`
+
+	once  sync.Once
+	name  string
+	key   plugins.Key[*scheduling.PrefixMatch]
+	index *kvindex.PrefixIndex
+	caps  sync.Map // endpoint host:port → capacity last set
+	// engineBlock is the last engine block size seen (auto-tune).
+	engineBlock atomic.Int64
+}
+
+var (
+	_ requestcontrol.DataProducer = (*Approx)(nil)
+	_ requestcontrol.PreRequest   = (*Approx)(nil)
+	_ datalayer.EndpointListener  = (*Approx)(nil)
+)
+
+// SetDefaults sets the SPEC §5.1 defaults.
+func (p *Approx) SetDefaults() {
+	p.BlockSizeTokens = 16
+	p.MaxPrefixBlocksToMatch = kvindex.DefaultMaxBlocks
+	p.LRUCapacityPerServer = kvindex.DefaultCapacity
+	p.AutoTune = true
+}
+
+// Validate rejects non-positive sizes.
+func (p *Approx) Validate() error {
+	var errs []error
+	if p.BlockSizeTokens <= 0 {
+		errs = append(errs, errors.New("blockSizeTokens: must be > 0"))
+	}
+	if p.MaxPrefixBlocksToMatch <= 0 {
+		errs = append(errs, errors.New("maxPrefixBlocksToMatch: must be > 0"))
+	}
+	if p.MaxPrefixTokensToMatch < 0 {
+		errs = append(errs, errors.New("maxPrefixTokensToMatch: must be ≥ 0"))
+	}
+	if p.LRUCapacityPerServer <= 0 {
+		errs = append(errs, errors.New("lruCapacityPerServer: must be > 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// Init creates the index and the data key named after the instance.
+func (p *Approx) Init(_ context.Context, deps plugins.Deps) error {
+	p.name = deps.Name
+	p.ready()
+	return nil
+}
+
+// ready sets the producer up once: on Init, or on first use for a value
+// built in Go without the registry.
+func (p *Approx) ready() {
+	p.once.Do(func() {
+		if p.MaxPrefixBlocksToMatch == 0 {
+			p.SetDefaults()
+		}
+		if p.name == "" {
+			p.name = scheduling.DefaultPrefixProducer
+		}
+		p.key = scheduling.PrefixMatchKey(p.name)
+		p.index = kvindex.NewPrefixIndex(kvindex.PrefixIndexConfig{DefaultCapacity: p.LRUCapacityPerServer})
+	})
+}
+
+// Index returns the producer's prefix index (for tests, the CLI's --history
+// and the simulator).
+func (p *Approx) Index() *kvindex.PrefixIndex {
+	p.ready()
+	return p.index
+}
+
+// Produces returns the PrefixMatch key named after the instance.
+func (p *Approx) Produces() []plugins.AnyKey {
+	p.ready()
+	return []plugins.AnyKey{p.key}
+}
+
+// BlockTokens returns the tokens per block in use: the engine's block size
+// when auto-tuning and known, else blockSizeTokens, floored to MinBlockTokens.
+func (p *Approx) BlockTokens() int {
+	bt := p.BlockSizeTokens
+	if eb := int(p.engineBlock.Load()); p.AutoTune && eb > 0 {
+		bt = eb
+	}
+	return max(bt, MinBlockTokens)
+}
+
+func (p *Approx) maxBlocks(bt int) int {
+	mb := p.MaxPrefixBlocksToMatch
+	if p.MaxPrefixTokensToMatch > 0 {
+		mb = min(mb, (p.MaxPrefixTokensToMatch+bt-1)/bt)
+	}
+	return mb
+}
+
+type scratch struct {
+	hasher  kvindex.ChainHasher
+	names   []string
+	matched []int
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// Produce hashes the request's prompt and matches it against the index.
+func (p *Approx) Produce(_ context.Context, req *scheduling.Request, eps []*scheduling.Endpoint) error {
+	p.ready()
+	if p.AutoTune {
+		for _, e := range eps {
+			if bs := e.Metrics.BlockSize; bs > 0 {
+				if int64(bs) != p.engineBlock.Load() {
+					p.engineBlock.Store(int64(bs))
+				}
+				break
+			}
+		}
+	}
+	bt := p.BlockTokens()
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+
+	m := &scheduling.PrefixMatch{BlockTokens: bt, Endpoints: eps}
+	m.Blocks = HashRequest(&sc.hasher, nil, req, bt, p.maxBlocks(bt))
+	m.TotalBlocks = len(m.Blocks)
+	m.Matched = make([]float64, len(eps))
+	if m.TotalBlocks > 0 {
+		sc.names = sc.names[:0]
+		for _, e := range eps {
+			sc.names = append(sc.names, e.HostPort())
+		}
+		sc.matched = append(sc.matched[:0], make([]int, len(eps))...)
+		p.index.Match(m.Blocks, sc.names, sc.matched)
+		for i, n := range sc.matched {
+			m.Matched[i] = float64(n)
+		}
+		clear(sc.names) // do not pin endpoint strings in the pool
+	}
+	plugins.Set(&req.Data, p.key, m)
+	return nil
+}
+
+// HashRequest appends the chained block hashes of req's prompt to dst: the
+// request's token ids when it carries them, otherwise the byte stream of
+// SPEC §5.1 (tools, system, each message's role then its text, the prompt),
+// rooted at the target model and the cache salt.
+func HashRequest(h *kvindex.ChainHasher, dst []uint64, req *scheduling.Request, blockTokens, maxBlocks int) []uint64 {
+	b := req.Body
+	if b == nil {
+		return dst
+	}
+	model := req.TargetModel
+	if model == "" {
+		model = b.Model
+	}
+	h.Reset(model, b.CacheSalt, blockTokens, maxBlocks)
+	if len(b.TokenIDs) > 0 {
+		h.WriteTokens(b.TokenIDs)
+		return h.AppendSum(dst)
+	}
+	h.Write(b.Tools)
+	h.WriteString(b.System)
+	for i := range b.Messages {
+		if h.Full() {
+			break
+		}
+		h.WriteString(b.Messages[i].Role)
+		h.WriteString(b.Messages[i].Content)
+	}
+	h.WriteString(b.Prompt)
+	return h.AppendSum(dst)
+}
+
+// PreRequest credits the primary pick and a prefill profile's pick with the
+// request's blocks: the engines will hold them once they serve it.
+func (p *Approx) PreRequest(_ context.Context, req *scheduling.Request, res *scheduling.Result) {
+	p.ready()
+	m, ok := plugins.Get(&req.Data, p.key)
+	if !ok || len(m.Blocks) == 0 {
+		return
+	}
+	for _, pr := range res.Profiles {
+		if len(pr.Endpoints) == 0 || (pr.Profile != res.Primary && pr.Profile != "prefill") {
+			continue
+		}
+		e := pr.Endpoints[0]
+		p.tuneCapacity(e, m.BlockTokens)
+		p.index.Add(e.HostPort(), m.Blocks)
+	}
+}
+
+// tuneCapacity sets e's capacity from its engine's KV-cache size when known.
+func (p *Approx) tuneCapacity(e *scheduling.Endpoint, blockTokens int) {
+	c := p.LRUCapacityPerServer
+	if p.AutoTune {
+		if ec := kvindex.CapacityFromEngine(e.Metrics.BlockSize, e.Metrics.GPUBlocks, blockTokens); ec > 0 {
+			c = ec
+		}
+	}
+	if prev, ok := p.caps.Load(e.HostPort()); ok && prev.(int) == c {
+		return
+	}
+	p.caps.Store(e.HostPort(), c)
+	p.index.SetCapacity(e.HostPort(), c)
+}
+
+// EndpointAdded does nothing: an endpoint starts with no blocks.
+func (p *Approx) EndpointAdded(*datalayer.Endpoint) {}
+
+// EndpointRemoved forgets everything the endpoint held.
+func (p *Approx) EndpointRemoved(e *datalayer.Endpoint) {
+	p.ready()
+	p.caps.Delete(e.HostPort())
+	p.index.RemoveEndpoint(e.HostPort())
+}
