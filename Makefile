@@ -8,6 +8,8 @@ FUZZTIME ?= 10s
 
 test: fmt vet
 	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
+	@echo "== allocation assertions (without -race, which adds allocations of its own)"
+	@$(GO) test -count=1 -run 'Alloc' ./...
 	@$(MAKE) --no-print-directory fuzz
 
 vet:

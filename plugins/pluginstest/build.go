@@ -22,7 +22,9 @@ func Build[T any](t testing.TB, reg *plugins.Registry, typ, paramsJSON string) T
 	if !ok {
 		t.Fatalf("pluginstest.Build: type %s builds a %T, which is not a %v", typ, v, reflect.TypeFor[T]())
 	}
-	if err := plugins.Init(context.Background(), v, Deps(t)); err != nil {
+	deps := Deps(t)
+	deps.Name = typ // the instance is named after its type, as config names it by default
+	if err := plugins.Init(context.Background(), v, deps); err != nil {
 		t.Fatalf("pluginstest.Build: %s: Init: %v", typ, err)
 	}
 	t.Cleanup(func() {

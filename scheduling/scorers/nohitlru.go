@@ -23,11 +23,11 @@ type NoHitLRU struct {
 	LRUSize                     int    `json:"lruSize" doc:"endpoints remembered at most"`
 
 	key   prefixKey
-	cold  plugins.Key[bool]
 	once  sync.Once
 	mu    sync.Mutex
 	clock uint64
 	last  map[string]uint64 // host:port → clock of its last cold request
+	order []ranked          // Score's scratch, guarded by mu
 }
 
 var (
@@ -49,23 +49,25 @@ func (s *NoHitLRU) Validate() error {
 	return nil
 }
 
-// Init names the per-request cold flag after the instance.
-func (s *NoHitLRU) Init(_ context.Context, deps plugins.Deps) error {
-	s.setup(deps.Name)
-	return nil
-}
-
-func (s *NoHitLRU) setup(name string) {
+func (s *NoHitLRU) setup() {
 	s.once.Do(func() {
-		if name == "" {
-			name = "no-hit-lru-scorer"
-		}
 		if s.LRUSize <= 0 {
 			s.LRUSize = 1024
 		}
-		s.cold = plugins.NewKey[bool]("no-hit-lru/cold/" + name)
 		s.last = map[string]uint64{}
 	})
+}
+
+// isCold reports whether no candidate holds any block of the request (or no
+// prefix data exists for it).
+func (s *NoHitLRU) isCold(req *scheduling.Request) bool {
+	m, ok := plugins.Get(&req.Data, s.key.get(s.PrefixMatchInfoProducerName))
+	return !ok || m.Cold()
+}
+
+type ranked struct {
+	at  uint64
+	idx int
 }
 
 // Consumes returns the producer's PrefixMatch key.
@@ -75,11 +77,8 @@ func (s *NoHitLRU) Consumes() []plugins.AnyKey {
 
 // Score implements scheduling.Scorer.
 func (s *NoHitLRU) Score(_ context.Context, req *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
-	s.setup("")
-	m, ok := plugins.Get(&req.Data, s.key.get(s.PrefixMatchInfoProducerName))
-	cold := !ok || m.Cold()
-	plugins.Set(&req.Data, s.cold, cold)
-	if !cold {
+	s.setup()
+	if !s.isCold(req) {
 		for i := range scores {
 			scores[i] = 0.5
 		}
@@ -91,16 +90,14 @@ func (s *NoHitLRU) Score(_ context.Context, req *scheduling.Request, eps []*sche
 		return
 	}
 	// Order: never used (clock 0) in candidate order, then least recent first.
-	type ranked struct {
-		at  uint64
-		idx int
-	}
-	order := make([]ranked, n)
+	// The ranking is short; it runs under the lock, in the scorer's buffer.
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	order := append(s.order[:0], make([]ranked, n)...)
+	s.order = order
 	for i, e := range eps {
 		order[i] = ranked{s.last[e.HostPort()], i}
 	}
-	s.mu.Unlock()
 	slices.SortStableFunc(order, func(a, b ranked) int {
 		switch {
 		case a.at < b.at:
@@ -115,10 +112,11 @@ func (s *NoHitLRU) Score(_ context.Context, req *scheduling.Request, eps []*sche
 	}
 }
 
-// PreRequest records a cold request's picks as most recently used.
+// PreRequest records a cold request's picks as most recently used. The
+// producers' data decides coldness again, so Score stores nothing.
 func (s *NoHitLRU) PreRequest(_ context.Context, req *scheduling.Request, res *scheduling.Result) {
-	s.setup("")
-	if cold, _ := plugins.Get(&req.Data, s.cold); !cold {
+	s.setup()
+	if !s.isCold(req) {
 		return
 	}
 	s.mu.Lock()
@@ -146,7 +144,7 @@ func (s *NoHitLRU) EndpointAdded(*datalayer.Endpoint) {}
 
 // EndpointRemoved forgets the endpoint.
 func (s *NoHitLRU) EndpointRemoved(e *datalayer.Endpoint) {
-	s.setup("")
+	s.setup()
 	s.mu.Lock()
 	delete(s.last, e.HostPort())
 	s.mu.Unlock()

@@ -25,6 +25,8 @@ var stock = []struct {
 	{"lora-affinity-scorer", func() scheduling.Scorer { return &scorers.LoRAAffinity{} }},
 	{"load-aware-scorer", func() scheduling.Scorer { s := &scorers.LoadAware{}; s.SetDefaults(); return s }},
 	{"load-aware-scorer/zero-value", func() scheduling.Scorer { return &scorers.LoadAware{} }},
+	{"prefix-cache-scorer", func() scheduling.Scorer { return &scorers.PrefixCache{} }},
+	{"no-hit-lru-scorer", func() scheduling.Scorer { return &scorers.NoHitLRU{} }},
 }
 
 type scoreCase struct {
@@ -178,6 +180,9 @@ func TestConformance(t *testing.T) {
 }
 
 func TestScoreDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are only meaningful without -race")
+	}
 	eps := benchEndpoints(64)
 	req := Req("base").Target("a1").Build()
 	scores := make([]float64, len(eps))

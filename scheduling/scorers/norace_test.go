@@ -1,0 +1,5 @@
+//go:build !race
+
+package scorers_test
+
+const raceEnabled = false
