@@ -121,3 +121,22 @@ func TestRejections(t *testing.T) {
 		t.Fatalf("generic error → %d", r.Status)
 	}
 }
+
+func TestRecord(t *testing.T) {
+	pre, seen := &recorder{}, 0
+	d := director(t, &counter{}, pre, &seen, false)
+	eps := endpoints()
+	if err := d.Record(context.Background(), &scheduling.Request{}, eps, eps[1]); err != nil {
+		t.Fatal(err)
+	}
+	if len(pre.got) != 1 || pre.got[0] != "b" {
+		t.Fatalf("pre-request saw %v", pre.got)
+	}
+	if seen != 0 {
+		t.Fatal("Record ran the scheduler")
+	}
+	stranger := datalayer.New("z", "10.9.9.9", 1, nil)
+	if err := d.Record(context.Background(), &scheduling.Request{}, eps, stranger); err == nil {
+		t.Fatal("recorded a pick outside the candidates")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -400,5 +401,31 @@ func TestEndpointsWithoutMetricsAreNotScraped(t *testing.T) {
 	}
 	if eps[2].HostPort() != "[fd00::3]:8000" {
 		t.Errorf("IPv6: %s", eps[2].HostPort())
+	}
+}
+
+func TestScheduleHistoryShowsPrefixAffinity(t *testing.T) {
+	code, out, errOut := schedule(t, "--endpoints", td("equal-endpoints.yaml"), "--request", td("request-shared-prefix.json"),
+		"--history", td("history.json"), "--explain", "--seed", "1")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	mustContain(t, "explain", out,
+		"history: replayed 3 earlier requests",
+		"10.0.0.1:8000                                1.0000                        0.7500                0.0000 | 3.5000",
+		"10.0.0.2:8000                                1.0000                        0.7500                0.8333 | 6.0000",
+		"picked 10.0.0.2:8000: highest total 6",
+	)
+	for seed := range 5 { // affinity, not luck
+		_, out, _ := schedule(t, "--endpoints", td("equal-endpoints.yaml"), "--request", td("request-shared-prefix.json"),
+			"--history", td("history.json"), "--seed", strconv.Itoa(seed))
+		mustContain(t, "pick", out, "x-gateway-destination-endpoint: 10.0.0.2:8000")
+	}
+	// A history entry naming an unknown endpoint is a clear error.
+	bad := filepath.Join(t.TempDir(), "h.json")
+	os.WriteFile(bad, []byte(`[{"endpoint": "10.9.9.9:1", "body": {"model": "m", "messages": [{"role": "user", "content": "x"}]}}]`), 0o644)
+	code, _, errOut = schedule(t, "--endpoints", td("equal-endpoints.yaml"), "--history", bad)
+	if code == exitOK || !strings.Contains(errOut, `[0].endpoint: "10.9.9.9:1" is not in the endpoints file`) {
+		t.Fatalf("bad history: %d %s", code, errOut)
 	}
 }

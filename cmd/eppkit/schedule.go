@@ -25,7 +25,7 @@ import (
 )
 
 const scheduleSynopsis = `schedule [--endpoints FILE] [--request FILE] [--config FILE] [--path P]
-                [--explain] [--seed N] [--header "k: v"]... [--output text|json]
+                [--explain] [--seed N] [--header "k: v"]... [--history FILE] [--output text|json]
 
 Runs one request through the pipeline offline: parse (the parser is chosen by
 --path), producers, scheduling, pre-request hooks; prints the pick, primary
@@ -80,6 +80,7 @@ func (c *cli) schedule(args []string) int {
 		hdrs       = headers{}
 	)
 	fs.Var(hdrs, "header", "request header \"name: value\" (repeatable)")
+	history := fs.String("history", "", "JSON list of earlier requests and where each went, [{\"endpoint\": \"ip:port\", \"path\": P, \"body\": {...}}], replayed first to warm the prefix index")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -128,6 +129,19 @@ func (c *cli) schedule(args []string) int {
 	_, body, err := readInput(*reqFile, "demo/request.json")
 	if err != nil {
 		return c.fail("%v", err)
+	}
+	if *history != "" {
+		data, err := os.ReadFile(*history)
+		if err != nil {
+			return c.fail("%v", err)
+		}
+		n, err := replayHistory(ctx, rt, eps, *history, data)
+		if err != nil {
+			return c.fail("%v", err)
+		}
+		if *explain {
+			fmt.Fprintf(c.stdout, "history: replayed %d earlier requests\n", n)
+		}
 	}
 
 	var trace *scheduling.Trace
