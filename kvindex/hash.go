@@ -197,9 +197,25 @@ func (c *ChainHasher) emit(content uint64) {
 func HashPrompt(dst []uint64, model, salt, prompt string, blockTokens, maxBlocks int) []uint64 {
 	var c ChainHasher
 	c.Reset(model, salt, blockTokens, maxBlocks)
-	c.sums = dst // emit appends straight after dst's elements
-	c.WriteString(prompt)
-	return c.appendPartial(c.sums)
+	c.sums = dst // the hashes go straight after dst's elements
+	whole := len(prompt) - len(prompt)%c.blockSize
+	c.WriteString(prompt[:whole])
+	if tail := prompt[whole:]; tail != "" && !c.Full() {
+		c.sums = append(c.sums, chain(sumPadded(tail), c.prev))
+	}
+	return c.sums
+}
+
+// sumPadded returns xxhash64 of s zero-padded to a multiple of 4 bytes.
+func sumPadded(s string) uint64 {
+	if len(s)%4 == 0 {
+		return xxhash.Sum64String(s)
+	}
+	var d xxhash.Digest
+	d.Reset()
+	d.WriteString(s)
+	d.Write(make([]byte, 4-len(s)%4))
+	return d.Sum64()
 }
 
 // chain returns xxhash64 of the 16 bytes content ‖ prev (little-endian),

@@ -115,6 +115,7 @@ func TestHashPromptCounts(t *testing.T) {
 		{128_000, 64, 100, 100},
 		{100 * 256, 64, 100, 100},
 		{100*256 + 1, 64, 100, 100},
+		{1 << 20, 0, 0, DefaultMaxBlocks},
 	} {
 		if got := len(HashPrompt(nil, "m", "", strings.Repeat("x", c.bytes), c.blockTokens, c.maxBlocks)); got != c.want {
 			t.Errorf("%d bytes, %d tokens/block, max %d: %d blocks, want %d", c.bytes, c.blockTokens, c.maxBlocks, got, c.want)

@@ -2,6 +2,7 @@ package kvindex
 
 import (
 	"math/bits"
+	"slices"
 	"sync"
 )
 
@@ -68,13 +69,14 @@ func NewPrefixIndex(cfg PrefixIndexConfig) *PrefixIndex {
 }
 
 // CapacityFromEngine converts an engine's KV-cache size — gpuBlocks blocks of
-// engineBlockSize tokens — into blocks of indexBlockTokens tokens. It returns
-// 0, which SetCapacity reads as the default, when an input is not positive.
+// engineBlockSize tokens — into blocks of indexBlockTokens tokens, at least
+// 1. It returns 0, which SetCapacity reads as the default, when an input is
+// not positive (the engine has not said).
 func CapacityFromEngine(engineBlockSize, gpuBlocks, indexBlockTokens int) int {
 	if engineBlockSize <= 0 || gpuBlocks <= 0 || indexBlockTokens <= 0 {
 		return 0
 	}
-	return engineBlockSize * gpuBlocks / indexBlockTokens
+	return max(1, engineBlockSize*gpuBlocks/indexBlockTokens)
 }
 
 // SetCapacity sets how many index blocks endpoint may hold, evicting its
@@ -93,8 +95,9 @@ func (x *PrefixIndex) SetCapacity(endpoint string, blocks int) {
 
 // Add credits endpoint with the prefix chain hashes[0..n) (hashes[0] is block
 // 0; see HashPrompt), as the engine will hold it once it serves the request.
-// All n blocks become the endpoint's most recently used, block 0 most of all,
-// so eviction takes the tails of older prefixes first. Only the first
+// All n blocks become the endpoint's most recently used; blocks used last
+// together are evicted deepest first, so the tails of older prefixes go
+// first. Only the first
 // capacity blocks are credited, and none from a block whose hash is known
 // with a different previous block (a hash collision or a chain that is not
 // one).
@@ -324,6 +327,21 @@ func (sc *matchScratch) forget() {
 		}
 		sc.asked[j] = 0
 	}
+}
+
+// Endpoints appends the names of the endpoints the index knows, sorted, to
+// dst. Add registers endpoints it does not know, so one removed while its
+// request was in flight can come back; a caller can diff this list with its
+// pool and remove the strays.
+func (x *PrefixIndex) Endpoints(dst []string) []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := len(dst)
+	for name := range x.ids {
+		dst = append(dst, name)
+	}
+	slices.Sort(dst[n:])
+	return dst
 }
 
 // Len returns the number of (block, endpoint) entries.

@@ -1,6 +1,6 @@
 package kvindex
 
-import "math/bits"
+import "slices"
 
 // sets interns the endpoint sets of the nodes: every node holding the same
 // endpoints refers to one bitset, so a block costs 4 bytes for its holders
@@ -14,10 +14,13 @@ type sets struct {
 	byKey  map[uint64]uint32
 	free   []uint32
 	tmp    []uint64
-	memo   struct {
-		from, ep, to uint32
-		add, ok      bool
-	} // last change
+	memo   setChange // the last change, as consecutive blocks often repeat it
+}
+
+// setChange is a memoised sets.change: from ± ep = to.
+type setChange struct {
+	from, ep, to uint32
+	add, ok      bool
 }
 
 func newSets() sets {
@@ -57,10 +60,7 @@ func (t *sets) change(s, ep uint32, add bool) uint32 {
 		} else {
 			w[ep>>6] &^= 1 << (ep & 63)
 		}
-		*m = struct {
-			from, ep, to uint32
-			add, ok      bool
-		}{s, ep, t.intern(w), add, true}
+		*m = setChange{s, ep, t.intern(w), add, true}
 	}
 	to := m.to
 	if to != 0 {
@@ -89,17 +89,17 @@ func (t *sets) release(s uint32) {
 // references) if needed. Two sets with the same key but other bits (a 2⁻⁶⁴
 // event) are both kept; only the first is found by key.
 func (t *sets) intern(w []uint64) uint32 {
+	if isZero(w) {
+		return 0
+	}
 	var key uint64
 	for i, x := range w {
 		if x != 0 { // zero words add nothing: the key does not depend on stride
 			key += mix(x ^ uint64(i)*0x9e3779b97f4a7c15)
 		}
 	}
-	if key == 0 && isZero(w) {
-		return 0 // the empty set
-	}
 	s, ok := t.byKey[key]
-	if ok && equal(t.bits(s), w) {
+	if ok && slices.Equal(t.bits(s), w) {
 		return s
 	}
 	var id uint32
@@ -118,15 +118,6 @@ func (t *sets) intern(w []uint64) uint32 {
 	return id
 }
 
-// count returns the number of endpoints in set s.
-func (t *sets) count(s uint32) int {
-	n := 0
-	for _, x := range t.bits(s) {
-		n += bits.OnesCount64(x)
-	}
-	return n
-}
-
 // mix is the splitmix64 finaliser.
 func mix(x uint64) uint64 {
 	x ^= x >> 30
@@ -139,15 +130,6 @@ func mix(x uint64) uint64 {
 func isZero(w []uint64) bool {
 	for _, x := range w {
 		if x != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func equal(a, b []uint64) bool {
-	for i := range a {
-		if a[i] != b[i] {
 			return false
 		}
 	}
