@@ -59,11 +59,18 @@ func (t *blockTable) home(lo uint32) int {
 	return int(uint64(lo) * uint64(len(t.slots)) >> 32)
 }
 
+// spread mixes all 64 bits of a block hash into every bit (a bijection, so
+// no new collisions): the table keys on the low half and 24 high bits, and
+// hashes that differ only elsewhere — not xxhash's outputs, but keys a caller
+// derived some other way — must not pile up on one home slot.
+func spread(h uint64) uint64 { return mix(h) }
+
 // find returns the node of hash h, or 0.
 func (t *blockTable) find(h uint64) uint32 {
 	if t.count == 0 {
 		return 0
 	}
+	h = spread(h)
 	lo, tag := uint32(h), (h>>8)&slotTag
 	i := t.home(lo)
 	for d := uint64(0); ; d += slotDisp1 {
@@ -82,6 +89,7 @@ func (t *blockTable) find(h uint64) uint32 {
 
 // insert adds a node for hash h, which must not be present.
 func (t *blockTable) insert(h uint64, parent, set uint32) uint32 {
+	h = spread(h)
 	if (t.count+1)*maxLoadDen > len(t.slots)*maxLoadNum {
 		t.resize(max(minSlots, len(t.slots)+len(t.slots)/4))
 	}

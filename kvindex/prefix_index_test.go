@@ -552,3 +552,26 @@ func BenchmarkIndexMemory(b *testing.B) {
 	}
 	b.ReportMetric(perEntry, "bytes/entry")
 }
+
+// Keys that differ only in bits the table does not key on directly (here the
+// chain number in bits 32..39, the block number in the low bits) must neither
+// collide nor pile up on one home slot.
+func TestIndexStructuredKeys(t *testing.T) {
+	x := NewPrefixIndex(PrefixIndexConfig{DefaultCapacity: 1 << 20})
+	chain := make([]uint64, 512)
+	const chains = 300
+	for c := range chains {
+		for i := range chain {
+			chain[i] = uint64(c)<<32 | uint64(i)
+		}
+		x.Add("e", chain)
+	}
+	if got := x.Len(); got != chains*len(chain) {
+		t.Fatalf("Len = %d, want %d distinct entries", got, chains*len(chain))
+	}
+	matched := make([]int, 1)
+	x.Match(chain, []string{"e"}, matched)
+	if matched[0] != len(chain) {
+		t.Fatalf("matched %d", matched[0])
+	}
+}

@@ -30,11 +30,12 @@ type Approx struct {
 	LRUCapacityPerServer   int  `json:"lruCapacityPerServer" doc:"index blocks each endpoint may hold when its engine does not report its KV-cache size"`
 	AutoTune               bool `json:"autoTune" doc:"use the engine's reported block size and GPU block count"`
 
-	once  sync.Once
-	name  string
-	key   plugins.Key[*scheduling.PrefixMatch]
-	index *kvindex.PrefixIndex
-	caps  sync.Map // endpoint host:port → capacity last set
+	once    sync.Once
+	name    string
+	key     plugins.Key[*scheduling.PrefixMatch]
+	index   *kvindex.PrefixIndex
+	caps    sync.Map // endpoint host:port → capacity last set
+	removed sync.Map // host:port of endpoints that left the pool → struct{}
 	// engineBlock is the last engine block size seen (auto-tune).
 	engineBlock atomic.Int64
 }
@@ -213,6 +214,9 @@ func (p *Approx) PreRequest(_ context.Context, req *scheduling.Request, res *sch
 			continue
 		}
 		e := pr.Endpoints[0]
+		if _, gone := p.removed.Load(e.HostPort()); gone {
+			continue // it left the pool while the request was in flight
+		}
 		p.tuneCapacity(e, m.BlockTokens)
 		p.index.Add(e.HostPort(), m.Blocks)
 	}
@@ -233,12 +237,14 @@ func (p *Approx) tuneCapacity(e *scheduling.Endpoint, blockTokens int) {
 	p.index.SetCapacity(e.HostPort(), c)
 }
 
-// EndpointAdded does nothing: an endpoint starts with no blocks.
-func (p *Approx) EndpointAdded(*datalayer.Endpoint) {}
+// EndpointAdded lets a returning endpoint be credited again; it starts with
+// no blocks.
+func (p *Approx) EndpointAdded(e *datalayer.Endpoint) { p.removed.Delete(e.HostPort()) }
 
 // EndpointRemoved forgets everything the endpoint held.
 func (p *Approx) EndpointRemoved(e *datalayer.Endpoint) {
 	p.ready()
+	p.removed.Store(e.HostPort(), struct{}{})
 	p.caps.Delete(e.HostPort())
 	p.index.RemoveEndpoint(e.HostPort())
 }

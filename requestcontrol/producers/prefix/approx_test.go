@@ -118,6 +118,17 @@ func TestEndpointRemovedForgetsBlocks(t *testing.T) {
 	if n := p.Index().Len(); n != 0 {
 		t.Fatalf("index holds %d entries after removal", n)
 	}
+	// A request that was in flight when the endpoint left does not bring it back.
+	pick(p, r, eps[0], nil)
+	if n := p.Index().Len(); n != 0 {
+		t.Fatalf("a late pick re-credited a removed endpoint: %d entries", n)
+	}
+	// Once the endpoint rejoins, picks credit it again.
+	p.EndpointAdded(eps[0])
+	pick(p, r, eps[0], nil)
+	if n := p.Index().Len(); n == 0 {
+		t.Fatal("a rejoined endpoint is not credited")
+	}
 }
 
 func TestAutoTuneBlockSizeAndCapacity(t *testing.T) {
