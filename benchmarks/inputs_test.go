@@ -57,31 +57,34 @@ type workload struct {
 
 // poolSize distinct requests rotate in the timed loops: enough that a body's
 // unique tail has been evicted from the warm endpoint (capacity 31,250 blocks,
-// 5 unique blocks a request) before the body comes round again.
+// 4–5 unique blocks a request) before the body comes round again, so every
+// timed request is new to the index, as in the scenario.
 const poolSize = 8192
 
 // makeWorkload builds n chat requests: shared(k) as the system prompt and a
-// unique user message of 1,000 characters.
-func makeWorkload(n int, shared func(k int) string, g *textGen) *workload {
+// unique user message of 1,000 characters. The parsed bodies share the
+// system prompt's string, as a just-parsed body sits in cache in a real
+// picker; keepRaw also keeps the JSON for the parse benchmark.
+func makeWorkload(n int, shared func(k int) string, g *textGen, keepRaw bool) *workload {
 	w := &workload{}
 	for k := range n {
-		body := map[string]any{
-			"model": "m",
-			"messages": []map[string]string{
-				{"role": "system", "content": shared(k)},
-				{"role": "user", "content": g.text(1000)},
-			},
+		system, user := shared(k), g.text(1000)
+		w.bodies = append(w.bodies, &parsers.Body{API: "chat/completions", Model: "m", Messages: []parsers.Message{
+			{Role: "system", Content: system}, {Role: "user", Content: user},
+		}})
+		if !keepRaw {
+			continue
 		}
-		raw, err := json.Marshal(body)
+		raw, err := json.Marshal(map[string]any{"model": "m", "messages": []map[string]string{
+			{"role": "system", "content": system}, {"role": "user", "content": user},
+		}})
 		if err != nil {
 			panic(err)
+		}
+		if p, err := chatParser().Parse("/v1/chat/completions", raw); err != nil || p.Messages[1].Content != user {
+			panic(fmt.Sprintf("the parser does not read the workload back: %v", err))
 		}
 		w.raw = append(w.raw, raw)
-		p, err := chatParser().Parse("/v1/chat/completions", raw)
-		if err != nil {
-			panic(err)
-		}
-		w.bodies = append(w.bodies, p)
 	}
 	return w
 }
@@ -105,7 +108,7 @@ func w1() *workload {
 		for i := range systems {
 			systems[i] = g.text(6000)
 		}
-		genW1 = makeWorkload(poolSize, func(k int) string { return systems[k%64] }, g)
+		genW1 = makeWorkload(poolSize, func(k int) string { return systems[k%64] }, g, true)
 	}
 	return genW1
 }
@@ -115,7 +118,7 @@ func w2() *workload {
 	if genW2 == nil {
 		g := newTextGen()
 		shared := g.text(32000)
-		genW2 = makeWorkload(poolSize/4, func(int) string { return shared }, g)
+		genW2 = makeWorkload(poolSize, func(int) string { return shared }, g, false)
 	}
 	return genW2
 }
@@ -125,7 +128,7 @@ func w3() *workload {
 	if genW3 == nil {
 		g := newTextGen()
 		shared := g.text(128000)
-		genW3 = makeWorkload(poolSize/16, func(int) string { return shared }, g)
+		genW3 = makeWorkload(poolSize, func(int) string { return shared }, g, false)
 	}
 	return genW3
 }
