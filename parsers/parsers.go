@@ -27,14 +27,14 @@ type Parser interface {
 
 // Body is the typed view of a request body.
 type Body struct {
-	API       string // the claimed suffix the body was parsed as, e.g. "chat/completions"
-	Model     string
-	Prompt    string    // completions-style prompt text
-	Messages  []Message // chat-style messages
-	Tools     json.RawMessage
-	System    string   // a top-level system prompt (Anthropic)
-	TokenIDs  []uint32 // token ids when the client sent them
-	Stream    bool
+	API      string // the claimed suffix the body was parsed as, e.g. "chat/completions"
+	Model    string
+	Prompt   string    // completions-style prompt text
+	Messages []Message // chat-style messages
+	Tools    json.RawMessage
+	System   string   // a top-level system prompt (Anthropic)
+	TokenIDs []uint32 // token ids when the client sent them
+	Stream   bool
 	// IncludeUsage is stream_options.include_usage.
 	IncludeUsage bool
 	MaxTokens    int

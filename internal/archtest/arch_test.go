@@ -14,14 +14,14 @@ const mod = "github.com/eppkit/eppkit"
 
 // allowedModules are the third-party modules the root module may require.
 var allowedModules = map[string]bool{
-	"github.com/prometheus/common":      true,
-	"github.com/cespare/xxhash/v2":      true,
+	"github.com/prometheus/common":       true,
+	"github.com/cespare/xxhash/v2":       true,
 	"github.com/hashicorp/golang-lru/v2": true,
-	"github.com/stretchr/testify":       true,
-	"gopkg.in/yaml.v3":                  true,
-	"github.com/vmihailenco/msgpack/v5": true,
-	"github.com/go-zeromq/zmq4":         true,
-	"github.com/redis/go-redis/v9":      true,
+	"github.com/stretchr/testify":        true,
+	"gopkg.in/yaml.v3":                   true,
+	"github.com/vmihailenco/msgpack/v5":  true,
+	"github.com/go-zeromq/zmq4":          true,
+	"github.com/redis/go-redis/v9":       true,
 }
 
 // layer returns the layer name of an eppkit package (relative path).
