@@ -28,7 +28,7 @@ func TestChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []parsers.Message{{"system", "be brief"}, {"user", "ab"}, {"assistant", ""}}
+	want := []parsers.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "ab"}, {Role: "assistant", Content: ""}}
 	if !reflect.DeepEqual(b.Messages, want) {
 		t.Fatalf("messages = %+v", b.Messages)
 	}
