@@ -306,23 +306,51 @@ func (b *builder) wire() error {
 			dir.Producers = append(dir.Producers, requestcontrol.Named[requestcontrol.DataProducer]{Name: n.Name, Plugin: dp})
 		}
 	}
+	// Every other extension point in configuration order; producers keep
+	// the graph's order.
+	producers := dir.Producers
 	for _, p := range rt.Plugins {
-		if h, ok := p.Plugin.(requestcontrol.PreRequest); ok {
-			dir.PreRequests = append(dir.PreRequests, requestcontrol.Named[requestcontrol.PreRequest]{Name: p.Name, Plugin: h})
-		}
+		dir.Use(p.Name, p.Plugin)
 	}
+	dir.Producers = producers
 	sched, err := b.scheduler()
 	if err != nil {
 		return err
 	}
 	dir.Scheduler = sched
+	dir.Admission = b.admission()
+	dir.Rand = b.deps("model-rewrite").Rand
 	rt.Director = dir
 	sel, err := b.selector()
 	if err != nil {
 		return err
 	}
 	rt.Selector = sel
+	dir.Parsers = sel
 	return nil
+}
+
+// admission returns the admission gate: the default saturation admission
+// over the configured saturation detector (flowControl.saturationDetector).
+// When flow control arrives it takes this place with the flowControl gate
+// on. A detector that is not available in this build means no gate (its
+// warning says so).
+func (b *builder) admission() requestcontrol.Admitter {
+	fc := b.rt.Config.FlowControl
+	if fc == nil || fc.SaturationDetector == nil {
+		return nil
+	}
+	p, ok := b.rt.Plugin(fc.SaturationDetector.PluginRef)
+	if !ok {
+		return nil
+	}
+	det, ok := p.(requestcontrol.SaturationDetector)
+	if !ok {
+		b.warn("flowControl.saturationDetector.pluginRef", 0, "plugin %q (type %s) is not a saturation detector; no admission gate",
+			fc.SaturationDetector.PluginRef, b.typeOf(fc.SaturationDetector.PluginRef))
+		return nil
+	}
+	return &requestcontrol.SaturationAdmitter{Detector: det, Logger: b.log.With("plugin", fc.SaturationDetector.PluginRef)}
 }
 
 func autoProducer(n plugins.Node, all []plugins.Node) AutoProducer {

@@ -32,7 +32,14 @@
 // seeded from Options.Seed and the instance name), resolves the data-key graph
 // (auto-adding default producers, logged one line each), and wires scheduling
 // profiles, the profile handler, the parser Selector and a
-// requestcontrol.Director.
+// requestcontrol.Director: every plugin's hooks (pre-request, response,
+// custom admitters) in configuration order, producers in graph order, and
+// the admission gate over flowControl.saturationDetector. The Director's
+// pool, objectives and model rewrites are the caller's to set.
+//
+// LoadObjectives and LoadModelRewrites read InferenceObjective and
+// InferenceModelRewrite resources (YAML documents in the shape of the CRDs)
+// with the same strict, path-and-line errors.
 //
 // Plugin types the product defines but a build may lack (PlannedTypes:
 // prefix-cache-scorer, the flow-control policies, the data-layer sources…)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/eppkit/eppkit/parsers"
 	"github.com/eppkit/eppkit/scheduling"
 )
 
@@ -34,5 +35,8 @@ func (d *Director) Record(ctx context.Context, req *scheduling.Request, candidat
 	for _, h := range d.PreRequests {
 		h.Plugin.PreRequest(ctx, req, res)
 	}
+	// The recorded request is over: release what the hooks counted in
+	// flight, so a replayed history leaves no phantom load.
+	d.Complete(ctx, req, endpoint, parsers.Usage{}, nil)
 	return nil
 }

@@ -6,6 +6,7 @@
 //	eppkit config check FILE
 //	eppkit schedule --endpoints FILE --request FILE [--config FILE] [--path P]
 //	                [--explain] [--seed N] [--header "k: v"]... [--output text|json]
+//	                [--objectives FILE] [--rewrites FILE] [--history FILE]
 //
 // Exit status: 0 on success, 1 when the configuration is invalid or the
 // request is rejected, 2 on a usage error.

@@ -58,11 +58,11 @@ func TestPlugins(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	mustContain(t, "plugins", out,
-		"scorer\n  kv-cache-utilization-scorer",
+		"scorer\n  active-request-scorer",
 		"max-score-picker        stable  highest total",
 		"      maxNumOfEndpoints (int, default 1): number of endpoints",
 		"planned, not in this build",
-		"scorer: active-request-scorer",
+		"scorer: precise-prefix-cache-scorer",
 	)
 
 	code, out, _ = eppkit(t, "plugins", "--output", "json")
@@ -321,7 +321,7 @@ func TestScheduleRejections(t *testing.T) {
 	}{
 		{"every endpoint filtered", []string{"--config", td("filter-all.yaml"), "--endpoints", td("equal-endpoints.yaml")}, 429, "rejected-saturated"},
 		{"no endpoints", []string{"--endpoints", empty}, 503, "rejected-no-endpoints"},
-		{"no parser for the path", []string{"--endpoints", td("equal-endpoints.yaml"), "--path", "/v1/messages"}, 400, `parsers: no parser for path "/v1/messages"`},
+		{"no parser for the path", []string{"--endpoints", td("equal-endpoints.yaml"), "--path", "/v1/models"}, 400, `parsers: no parser for path "/v1/models"`},
 		{"bad body", []string{"--endpoints", td("equal-endpoints.yaml"), "--request", badBody}, 400, "missing model"},
 	}
 	for _, tt := range tests {

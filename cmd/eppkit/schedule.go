@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -25,13 +24,17 @@ import (
 )
 
 const scheduleSynopsis = `schedule [--endpoints FILE] [--request FILE] [--config FILE] [--path P]
-                [--explain] [--seed N] [--header "k: v"]... [--history FILE] [--output text|json]
+                [--explain] [--seed N] [--header "k: v"]... [--history FILE]
+                [--objectives FILE] [--rewrites FILE] [--output text|json]
 
-Runs one request through the pipeline offline: parse (the parser is chosen by
---path), producers, scheduling, pre-request hooks; prints the pick, primary
-first, then fallbacks. Without --config the built-in default configuration is
-used; without --endpoints or --request an embedded demo pool of four
-endpoints and a chat request are.`
+Runs one request through the whole pipeline offline: parse (the parser is
+chosen by --path), model rewrite (--rewrites, or the x-llm-d-model-name-rewrite
+header), objective and priority (--objectives and the
+x-llm-d-inference-objective header), admission, producers, scheduling,
+pre-request hooks; prints the pick, primary first, then fallbacks, the
+incoming and target model, or the rejection with its status. Without --config
+the built-in default configuration is used; without --endpoints or --request
+an embedded demo pool of four endpoints and a chat request are.`
 
 // headers collects repeated --header "name: value" flags.
 type headers map[string]string
@@ -80,6 +83,8 @@ func (c *cli) schedule(args []string) int {
 		hdrs       = headers{}
 	)
 	fs.Var(hdrs, "header", "request header \"name: value\" (repeatable)")
+	objectives := fs.String("objectives", "", "InferenceObjective YAML documents (metadata.name, spec.priority); the x-llm-d-inference-objective header picks one")
+	rewrites := fs.String("rewrites", "", "InferenceModelRewrite YAML documents (spec.rules[]{matches[]{model{value}}, targets[]{modelRewrite, weight}})")
 	history := fs.String("history", "", "JSON list of earlier requests and where each went, [{\"endpoint\": \"ip:port\", \"path\": P, \"body\": {...}}], replayed first to warm the prefix index")
 	if code, ok := parse(fs, args); !ok {
 		return code
@@ -101,7 +106,10 @@ func (c *cli) schedule(args []string) int {
 		return c.configError(*configFile, err)
 	}
 	ctx := context.Background()
-	rt, err := config.Build(ctx, cfg, c.registry(), config.Options{Seed: *seed})
+	// Metrics in the endpoints file are as of now; a clock standing still at
+	// now keeps them fresh for staleness checks however slow the run.
+	now := time.Now()
+	rt, err := config.Build(ctx, cfg, c.registry(), config.Options{Seed: *seed, Clock: fixedClock(now)})
 	if err != nil {
 		return c.configError(*configFile, err)
 	}
@@ -122,7 +130,7 @@ func (c *cli) schedule(args []string) int {
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	eps, err := loadEndpoints(epName, epData, time.Now())
+	eps, err := loadEndpoints(epName, epData, now)
 	if err != nil {
 		return c.fail("%v", err)
 	}
@@ -144,33 +152,45 @@ func (c *cli) schedule(args []string) int {
 		}
 	}
 
+	if *objectives != "" {
+		o, err := config.LoadObjectivesFile(*objectives)
+		if err != nil {
+			return c.configError(*objectives, err)
+		}
+		rt.Director.SetObjectives(o)
+	}
+	if *rewrites != "" {
+		rws, err := config.LoadModelRewritesFile(*rewrites)
+		if err != nil {
+			return c.configError(*rewrites, err)
+		}
+		compiled, err := requestcontrol.NewModelRewrites(rws...)
+		if err != nil {
+			return c.fail("%s: %v", *rewrites, err)
+		}
+		rt.Director.SetModelRewrites(compiled)
+	}
+
 	var trace *scheduling.Trace
 	if *explain || *output == "json" {
 		trace = &scheduling.Trace{}
 	}
-	parsed, err := rt.Selector.Parse(*path, body)
-	if err != nil {
-		return c.reject(*output, &requestcontrol.Rejection{Status: http.StatusBadRequest, Err: err}, nil)
-	}
-	req := &scheduling.Request{
-		ID:            "eppkit-schedule",
-		IncomingModel: parsed.Model,
-		TargetModel:   parsed.Model, // model rewrite comes with its own issue
-		Body:          parsed,
-		Headers:       hdrs,
-		Trace:         trace,
-	}
-	decision, err := rt.Director.Schedule(ctx, req, eps)
+	rt.Director.Pool = requestcontrol.StaticPool(eps)
+	x, err := rt.Director.HandleRequest(ctx, &requestcontrol.Inbound{
+		ID: "eppkit-schedule", Path: *path, Headers: hdrs, Body: body, Trace: trace,
+	})
 	if err != nil {
 		return c.reject(*output, requestcontrol.Reject(err), trace)
 	}
+	defer x.Close(nil) // offline: no response will come
+	req, decision := x.Request, x.Decision
 
 	if *output == "json" {
 		out := scheduleOutput{
 			Endpoints:     decision.Endpoints,
 			IncomingModel: req.IncomingModel,
 			TargetModel:   req.TargetModel,
-			Body:          compact(parsed.Raw),
+			Body:          compact(x.Body),
 			Trace:         trace,
 		}
 		return c.writeJSON(out, exitOK)
@@ -187,12 +207,20 @@ func (c *cli) schedule(args []string) int {
 	} else {
 		fmt.Fprintf(c.stdout, "model: %s → %s\n", req.IncomingModel, req.TargetModel)
 	}
+	if obj := requestcontrol.Objective(req); obj != "" {
+		fmt.Fprintf(c.stdout, "objective: %s (priority %d)\n", obj, req.Priority)
+	}
 	fmt.Fprintf(c.stdout, "x-gateway-destination-endpoint: %s\n", decision.Header())
 	for _, k := range slices.Sorted(maps.Keys(req.AddedHeaders)) {
 		fmt.Fprintf(c.stdout, "%s: %s\n", k, req.AddedHeaders[k])
 	}
 	return exitOK
 }
+
+// fixedClock is a clock that always says the same time.
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
 
 // reject prints a rejection and returns the failure status.
 func (c *cli) reject(output string, r *requestcontrol.Rejection, trace *scheduling.Trace) int {

@@ -1,9 +1,18 @@
 package std
 
 import (
+	"github.com/eppkit/eppkit/datalayer/discovery"
+	"github.com/eppkit/eppkit/datalayer/metrics"
+	"github.com/eppkit/eppkit/datalayer/models"
+	"github.com/eppkit/eppkit/parsers/anthropic"
 	"github.com/eppkit/eppkit/parsers/openai"
+	"github.com/eppkit/eppkit/parsers/passthrough"
+	"github.com/eppkit/eppkit/parsers/sglang"
+	"github.com/eppkit/eppkit/parsers/vllmhttp"
 	"github.com/eppkit/eppkit/plugins"
+	"github.com/eppkit/eppkit/requestcontrol/producers/inflight"
 	"github.com/eppkit/eppkit/requestcontrol/producers/prefix"
+	"github.com/eppkit/eppkit/requestcontrol/saturation"
 	"github.com/eppkit/eppkit/scheduling"
 	"github.com/eppkit/eppkit/scheduling/filters"
 	"github.com/eppkit/eppkit/scheduling/pickers"
@@ -19,6 +28,15 @@ const (
 	CategoryProfileHandler = "profile-handler"
 	CategoryParser         = "parser"
 	CategoryProducer       = "producer"
+	// CategorySaturationDetector is a flow-control saturation detector (also
+	// usable as a scheduling filter).
+	CategorySaturationDetector = "saturation-detector"
+	// CategoryDataSource, CategoryExtractor and CategoryDiscovery are the
+	// data layer's: datalayer.DataSource, datalayer.Extractor and
+	// datalayer.Source (endpoint discovery).
+	CategoryDataSource = "data-source"
+	CategoryExtractor  = "extractor"
+	CategoryDiscovery  = "discovery"
 )
 
 // Registry returns a new registry holding every in-tree plugin type. Each
@@ -58,5 +76,28 @@ func Registry() *plugins.Registry {
 		desc("hashes the prompt into chained blocks, matches them against an index of earlier picks, credits the pick"))
 
 	plugins.Register[*openai.Parser](r, "openai-parser", parser, stable, desc("OpenAI-compatible completions and chat/completions bodies"))
+	plugins.Register[*anthropic.Parser](r, "anthropic-parser", parser, stable, desc("Anthropic messages and messages/count_tokens bodies; split stream usage"))
+	plugins.Register[*vllmhttp.Parser](r, "vllmhttp-parser", parser, stable, desc("vLLM inference/v1/generate bodies with pre-tokenized token_ids"))
+	plugins.Register[*sglang.Parser](r, "sglang-parser", parser, plugins.Stability("beta"), desc("SGLang native generate bodies (text or input_ids); usage from meta_info"))
+	plugins.Register[*passthrough.Parser](r, "passthrough-parser", parser, stable, desc("claims no path: the fallback for paths no other parser claims; never rejects a body"))
+
+	plugins.Register[*scorers.ActiveRequest](r, "active-request-scorer", scorer, stable, desc("prefers fewer requests in flight from this picker: idle → 1, else maxBusyScore·(max − n)/max"))
+	plugins.Register[*scorers.TokenLoad](r, "token-load-scorer", scorer, stable, desc("1 − min(t, T)/T with t = in-flight prompt tokens + this request's uncached tokens"))
+	plugins.Register[*scorers.SessionAffinity](r, "session-affinity-scorer", scorer, stable, desc("1 for the endpoint named by the session token header, which it writes back on the response"))
+	plugins.Register[*inflight.Producer](r, scorers.DefaultInFlightProducer, plugins.Category(CategoryProducer), stable,
+		plugins.DefaultFor(scorers.InFlightKey(scorers.DefaultInFlightProducer)),
+		desc("counts this picker's in-flight requests and prompt tokens per endpoint; tokens released at the first chunk"))
+	plugins.Register[*saturation.Utilization](r, "utilization-detector", plugins.Category(CategorySaturationDetector), stable,
+		desc("pool saturation = mean of max(W/queueDepthThreshold, kv/kvCacheUtilThreshold); as a filter, drops endpoints over their limits"))
+	plugins.Register[*saturation.Concurrency](r, "concurrency-detector", plugins.Category(CategorySaturationDetector), stable,
+		desc("pool saturation = in-flight requests or tokens over capacity, from the picker's own count; as a filter, drops full endpoints"))
+
+	dataSource, extractor, disc := plugins.Category(CategoryDataSource), plugins.Category(CategoryExtractor), plugins.Category(CategoryDiscovery)
+	plugins.Register[*metrics.Source](r, "metrics-data-source", dataSource, stable, desc("scrapes each endpoint's Prometheus /metrics (bounded workers, timeout, size limit, TLS) every 50ms"))
+	plugins.Register[*metrics.CoreExtractor](r, "core-metrics-extractor", extractor, stable, desc("reads queue, running, KV usage, LoRA and KV block metrics of vllm, sglang, trtllm-serve, triton-tensorrt-llm or a configured engine"))
+	plugins.Register[*models.Source](r, "models-data-source", dataSource, plugins.Stability("beta"), desc("polls each endpoint's GET /v1/models into the models attribute"))
+	plugins.Register[*models.Extractor](r, "models-data-extractor", extractor, plugins.Stability("beta"), desc("stores a models-data-source's list in the models attribute"))
+	plugins.Register[*discovery.File](r, "file-discovery", disc, stable, desc("endpoints from a YAML or JSON file, optionally reloaded when it changes"))
+	plugins.Register[*discovery.Static](r, "static-discovery", disc, stable, desc("a fixed list of endpoints"))
 	return r
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/eppkit/eppkit/datalayer"
 	"github.com/eppkit/eppkit/parsers"
 	"github.com/eppkit/eppkit/plugins"
 	"github.com/eppkit/eppkit/plugins/pluginstest"
@@ -21,6 +22,13 @@ var categories = map[string]func(any) bool{
 	std.CategoryProfileHandler: func(p any) bool { _, ok := p.(scheduling.ProfileHandler); return ok },
 	std.CategoryParser:         func(p any) bool { _, ok := p.(parsers.Parser); return ok },
 	std.CategoryProducer:       func(p any) bool { _, ok := p.(requestcontrol.DataProducer); return ok },
+	std.CategorySaturationDetector: func(p any) bool {
+		_, ok := p.(requestcontrol.SaturationDetector)
+		return ok
+	},
+	std.CategoryDataSource: func(p any) bool { _, ok := p.(datalayer.DataSource); return ok },
+	std.CategoryExtractor:  func(p any) bool { _, ok := p.(datalayer.Extractor); return ok },
+	std.CategoryDiscovery:  func(p any) bool { _, ok := p.(datalayer.Source); return ok },
 }
 
 func TestEveryType(t *testing.T) {
