@@ -75,7 +75,7 @@ func Registry() *plugins.Registry {
 		plugins.DefaultFor(scheduling.PrefixMatchKey(scheduling.DefaultPrefixProducer)),
 		desc("hashes the prompt into chained blocks, matches them against an index of earlier picks, credits the pick"))
 
-	plugins.Register[*openai.Parser](r, "openai-parser", parser, stable, desc("OpenAI-compatible completions and chat/completions bodies"))
+	plugins.Register[*openai.Parser](r, "openai-parser", parser, stable, desc("OpenAI-compatible completions, chat/completions, embeddings, responses, conversations and the render paths"))
 	plugins.Register[*anthropic.Parser](r, "anthropic-parser", parser, stable, desc("Anthropic messages and messages/count_tokens bodies; split stream usage"))
 	plugins.Register[*vllmhttp.Parser](r, "vllmhttp-parser", parser, stable, desc("vLLM inference/v1/generate bodies with pre-tokenized token_ids"))
 	plugins.Register[*sglang.Parser](r, "sglang-parser", parser, plugins.Stability("beta"), desc("SGLang native generate bodies (text or input_ids); usage from meta_info"))

@@ -172,8 +172,9 @@ func (p *Approx) Produce(_ context.Context, req *scheduling.Request, eps []*sche
 
 // HashRequest appends the chained block hashes of req's prompt to dst: the
 // request's token ids when it carries them, otherwise the byte stream of
-// SPEC §5.1 (tools, system, each message's role then its text, the prompt),
-// rooted at the target model and the cache salt.
+// SPEC §5.1 (tools, system, each message's role then its text and the
+// references of its media parts, the prompt), rooted at the target model and
+// the cache salt.
 func HashRequest(h *kvindex.ChainHasher, dst []uint64, req *scheduling.Request, blockTokens, maxBlocks int) []uint64 {
 	b := req.Body
 	if b == nil {
@@ -196,6 +197,10 @@ func HashRequest(h *kvindex.ChainHasher, dst []uint64, req *scheduling.Request, 
 		}
 		h.WriteString(b.Messages[i].Role)
 		h.WriteString(b.Messages[i].Content)
+		for _, m := range b.Messages[i].Media { // images etc. change the cache content
+			h.WriteString(m.Type)
+			h.WriteString(m.Ref)
+		}
 	}
 	h.WriteString(b.Prompt)
 	return h.AppendSum(dst)

@@ -74,6 +74,20 @@ func TestByteStreamMatchesSpec(t *testing.T) {
 	}
 }
 
+func TestMediaChangesTheHash(t *testing.T) {
+	img := func(ref string) *scheduling.Request {
+		return schedulingtest.Req("m").Body(&parsers.Body{Model: "m", Messages: []parsers.Message{
+			{Role: "user", Content: "what is in this picture?", Media: []parsers.Media{{Type: "image_url", Ref: ref}}},
+		}}).Build()
+	}
+	var h kvindex.ChainHasher
+	a := prefix.HashRequest(&h, nil, img("https://x/cat.png"), 64, 2048)
+	b := prefix.HashRequest(&h, nil, img("https://x/dog.png"), 64, 2048)
+	if slices.Equal(a, b) {
+		t.Fatal("the same text with different images hashed the same")
+	}
+}
+
 func TestPickCreditsAndConsecutiveMatch(t *testing.T) {
 	p := newProducer(t, "")
 	eps := schedulingtest.Eps(schedulingtest.Ep("a"), schedulingtest.Ep("b"), schedulingtest.Ep("c"))
