@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/eppkit/eppkit/datalayer"
 	"github.com/eppkit/eppkit/parsers"
 	"github.com/eppkit/eppkit/plugins"
 	"github.com/eppkit/eppkit/requestcontrol"
@@ -29,6 +30,9 @@ type Options struct {
 	// from Seed and its instance name, so the same seed gives the same
 	// decisions and adding a plugin does not change another's stream.
 	Seed uint64
+	// Pool selects the endpoints of the data layer's discovery (labels and
+	// target ports); the zero Pool takes every target at its own port.
+	Pool datalayer.Pool
 }
 
 // Runtime is a built configuration: the plugin instances, initialised, wired
@@ -50,6 +54,11 @@ type Runtime struct {
 	AutoCreated []AutoProducer
 	// Warnings are what was accepted but not used, or deprecated.
 	Warnings []Warning
+	// DataLayer runs the dataLayer section: discovery, data sources and
+	// their extractors, and the endpoint listeners. Start it to collect;
+	// Close stops it. When a discovery source is configured it is also the
+	// Director's Pool.
+	DataLayer *datalayer.Runtime
 
 	closeOnce sync.Once
 	closeErr  error
@@ -85,15 +94,19 @@ func (r *Runtime) Plugin(name string) (any, bool) {
 	return nil, false
 }
 
-// Close closes every plugin in reverse initialisation order. It is safe to
-// call more than once.
+// Close stops the data layer, then closes every plugin in reverse
+// initialisation order. It is safe to call more than once.
 func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
+		var dlErr error
+		if r.DataLayer != nil {
+			dlErr = r.DataLayer.Close()
+		}
 		ps := make([]any, len(r.Plugins))
 		for i, p := range r.Plugins {
 			ps[i] = p.Plugin
 		}
-		r.closeErr = plugins.CloseAll(ps)
+		r.closeErr = errors.Join(dlErr, plugins.CloseAll(ps))
 	})
 	return r.closeErr
 }
@@ -327,7 +340,7 @@ func (b *builder) wire() error {
 	}
 	rt.Selector = sel
 	dir.Parsers = sel
-	return nil
+	return b.dataLayer()
 }
 
 // admission returns the admission gate: the default saturation admission

@@ -37,6 +37,13 @@
 // the admission gate over flowControl.saturationDetector. The Director's
 // pool, objectives and model rewrites are the caller's to set.
 //
+// The dataLayer section becomes Runtime.DataLayer (a datalayer.Runtime):
+// the discovery source, each data source with its extractors, and every
+// plugin that keeps per-endpoint state (datalayer.EndpointListener) as a
+// listener; Options.Pool selects the endpoints. Start it to discover and
+// collect. When dataLayer.discovery is set, the data layer is also the
+// Director's pool.
+//
 // LoadObjectives and LoadModelRewrites read InferenceObjective and
 // InferenceModelRewrite resources (YAML documents in the shape of the CRDs)
 // with the same strict, path-and-line errors.

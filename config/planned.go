@@ -66,6 +66,10 @@ var planned = map[string]string{
 	// data layer
 	typeMetricsDataSource:    "data-source",
 	typeCoreMetricsExtractor: "extractor",
+	"models-data-source":     "data-source",
+	"models-data-extractor":  "extractor",
+	"file-discovery":         "discovery",
+	"static-discovery":       "discovery",
 }
 
 // PlannedType is a plugin type the product defines that a build may lack.

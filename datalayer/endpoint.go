@@ -58,6 +58,15 @@ func (e *Endpoint) WithMetrics(m Metrics) *Endpoint {
 
 // Metrics are the engine metrics the stock plugins use. UpdateTime zero means
 // the endpoint was never scraped.
+//
+// Staleness: UpdateTime is when the values were read. When a later collection
+// fails (timeout, connection refused, malformed or oversized text, a missing
+// family, a NaN or negative value) the data layer keeps the last good values,
+// sets Stale, records LastError and counts Failures; the next good collection
+// clears all three. A stale set is not Usable, so the stock scorers treat the
+// endpoint as their worst candidate until it recovers. A consumer with its own
+// policy (e.g. a saturation detector that tolerates one missed scrape) may
+// still read the values and decide with Age.
 type Metrics struct {
 	Waiting   int     // requests waiting in the engine queue
 	Running   int     // requests running
@@ -67,6 +76,23 @@ type Metrics struct {
 	GPUBlocks int // engine GPU KV blocks (0 = unknown)
 
 	UpdateTime time.Time
+
+	// Stale is set when the latest collection failed; the values above are
+	// then the last good ones, read at UpdateTime.
+	Stale bool
+	// LastError says why the latest collection failed ("" when it succeeded).
+	LastError string
+	// Failures counts the collections that failed in a row (0 after a success).
+	Failures int
+}
+
+// Age returns how old the values are at now: now − UpdateTime. A set that was
+// never collected has the largest possible age.
+func (m *Metrics) Age(now time.Time) time.Duration {
+	if m.UpdateTime.IsZero() {
+		return math.MaxInt64
+	}
+	return now.Sub(m.UpdateTime)
 }
 
 // LoRA is the engine's adapter state.
@@ -77,10 +103,11 @@ type LoRA struct {
 }
 
 // Usable reports whether m holds a scrape that plugins may trust: scraped at
-// least once, and no NaN, infinite or negative value. Scorers treat an
-// endpoint with unusable metrics as the worst candidate.
+// least once, not stale (the latest collection succeeded), and no NaN,
+// infinite or negative value. Scorers treat an endpoint with unusable metrics
+// as the worst candidate.
 func (m *Metrics) Usable() bool {
-	if m.UpdateTime.IsZero() || m.Waiting < 0 || m.Running < 0 || m.LoRA.Max < 0 {
+	if m.UpdateTime.IsZero() || m.Stale || m.Waiting < 0 || m.Running < 0 || m.LoRA.Max < 0 {
 		return false
 	}
 	return !math.IsNaN(m.KVUsage) && !math.IsInf(m.KVUsage, 0) && m.KVUsage >= 0
@@ -104,7 +131,13 @@ func (l *LoRA) Has(name string) (active, waiting bool) {
 // EndpointListener is implemented by plugins that keep per-endpoint state (a
 // prefix index, a KV-event subscriber, in-flight counters). The data layer
 // calls it when an endpoint joins or leaves the pool, from one goroutine, in
-// order; implementations must not block.
+// order; implementations must not block and must not call back into the
+// Store's writers. EndpointAdded is called before the endpoint is published
+// to the scheduler, EndpointRemoved after it was withdrawn, so a request never
+// sees an endpoint whose state is missing. An endpoint whose address or port
+// changes is removed and added again; a change of labels alone is not
+// reported. Key per-endpoint state by Name or HostPort, not by pointer: every
+// metrics update publishes a new *Endpoint.
 type EndpointListener interface {
 	EndpointAdded(e *Endpoint)
 	EndpointRemoved(e *Endpoint)

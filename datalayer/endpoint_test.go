@@ -46,6 +46,7 @@ func TestUsable(t *testing.T) {
 		{datalayer.Metrics{UpdateTime: now, KVUsage: math.Inf(1)}, false},
 		{datalayer.Metrics{UpdateTime: now, KVUsage: -0.1}, false},
 		{datalayer.Metrics{UpdateTime: now, LoRA: datalayer.LoRA{Max: -1}}, false},
+		{datalayer.Metrics{UpdateTime: now, Stale: true, LastError: "timeout", Failures: 1}, false},
 	}
 	for i, c := range cases {
 		if got := c.m.Usable(); got != c.want {
@@ -61,5 +62,17 @@ func TestLoRAHas(t *testing.T) {
 	}
 	if act, wait := l.Has("c"); act || wait {
 		t.Fatal("c")
+	}
+}
+
+func TestAge(t *testing.T) {
+	now := time.Unix(100, 0)
+	m := datalayer.Metrics{UpdateTime: now.Add(-time.Second)}
+	if m.Age(now) != time.Second {
+		t.Error(m.Age(now))
+	}
+	var never datalayer.Metrics
+	if never.Age(now) < 100*365*24*time.Hour {
+		t.Error("a set never collected must be as old as can be")
 	}
 }

@@ -43,6 +43,7 @@ commands:
   config check FILE       validate a configuration; print the effective configuration,
                           the producer order, auto-created producers and warnings
   schedule                run one request through the pipeline offline and print the pick
+  metrics parse FILE|-    print what the picker extracts from a /metrics dump, as JSON
 
 Run "eppkit <command> -h" for a command's flags.
 `
@@ -73,6 +74,8 @@ func (c *cli) run(args []string) int {
 		return c.config(args[1:])
 	case "schedule":
 		return c.schedule(args[1:])
+	case "metrics":
+		return c.metrics(args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(c.stdout, usage)
 		return exitOK

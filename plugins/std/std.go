@@ -1,6 +1,9 @@
 package std
 
 import (
+	"github.com/eppkit/eppkit/datalayer/discovery"
+	"github.com/eppkit/eppkit/datalayer/metrics"
+	"github.com/eppkit/eppkit/datalayer/models"
 	"github.com/eppkit/eppkit/parsers/anthropic"
 	"github.com/eppkit/eppkit/parsers/openai"
 	"github.com/eppkit/eppkit/parsers/passthrough"
@@ -28,6 +31,12 @@ const (
 	// CategorySaturationDetector is a flow-control saturation detector (also
 	// usable as a scheduling filter).
 	CategorySaturationDetector = "saturation-detector"
+	// CategoryDataSource, CategoryExtractor and CategoryDiscovery are the
+	// data layer's: datalayer.DataSource, datalayer.Extractor and
+	// datalayer.Source (endpoint discovery).
+	CategoryDataSource = "data-source"
+	CategoryExtractor  = "extractor"
+	CategoryDiscovery  = "discovery"
 )
 
 // Registry returns a new registry holding every in-tree plugin type. Each
@@ -83,5 +92,12 @@ func Registry() *plugins.Registry {
 	plugins.Register[*saturation.Concurrency](r, "concurrency-detector", plugins.Category(CategorySaturationDetector), stable,
 		desc("pool saturation = in-flight requests or tokens over capacity, from the picker's own count; as a filter, drops full endpoints"))
 
+	dataSource, extractor, disc := plugins.Category(CategoryDataSource), plugins.Category(CategoryExtractor), plugins.Category(CategoryDiscovery)
+	plugins.Register[*metrics.Source](r, "metrics-data-source", dataSource, stable, desc("scrapes each endpoint's Prometheus /metrics (bounded workers, timeout, size limit, TLS) every 50ms"))
+	plugins.Register[*metrics.CoreExtractor](r, "core-metrics-extractor", extractor, stable, desc("reads queue, running, KV usage, LoRA and KV block metrics of vllm, sglang, trtllm-serve, triton-tensorrt-llm or a configured engine"))
+	plugins.Register[*models.Source](r, "models-data-source", dataSource, plugins.Stability("beta"), desc("polls each endpoint's GET /v1/models into the models attribute"))
+	plugins.Register[*models.Extractor](r, "models-data-extractor", extractor, plugins.Stability("beta"), desc("stores a models-data-source's list in the models attribute"))
+	plugins.Register[*discovery.File](r, "file-discovery", disc, stable, desc("endpoints from a YAML or JSON file, optionally reloaded when it changes"))
+	plugins.Register[*discovery.Static](r, "static-discovery", disc, stable, desc("a fixed list of endpoints"))
 	return r
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/eppkit/eppkit/datalayer"
 	"github.com/eppkit/eppkit/parsers"
 	"github.com/eppkit/eppkit/plugins"
 	"github.com/eppkit/eppkit/plugins/pluginstest"
@@ -25,6 +26,9 @@ var categories = map[string]func(any) bool{
 		_, ok := p.(requestcontrol.SaturationDetector)
 		return ok
 	},
+	std.CategoryDataSource: func(p any) bool { _, ok := p.(datalayer.DataSource); return ok },
+	std.CategoryExtractor:  func(p any) bool { _, ok := p.(datalayer.Extractor); return ok },
+	std.CategoryDiscovery:  func(p any) bool { _, ok := p.(datalayer.Source); return ok },
 }
 
 func TestEveryType(t *testing.T) {
