@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/eppkit/eppkit/datalayer"
+	"github.com/eppkit/eppkit/flowcontrol"
 	"github.com/eppkit/eppkit/parsers"
 	"github.com/eppkit/eppkit/plugins"
 	"github.com/eppkit/eppkit/requestcontrol"
@@ -59,6 +60,10 @@ type Runtime struct {
 	// Close stops it. When a discovery source is configured it is also the
 	// Director's Pool.
 	DataLayer *datalayer.Runtime
+	// FlowControl queues requests when the flowControl feature gate is on
+	// (nil otherwise): it is the Director's admission gate, its dispatcher
+	// runs from Build, and Close drains it.
+	FlowControl *flowcontrol.Controller
 
 	closeOnce sync.Once
 	closeErr  error
@@ -94,10 +99,14 @@ func (r *Runtime) Plugin(name string) (any, bool) {
 	return nil, false
 }
 
-// Close stops the data layer, then closes every plugin in reverse
-// initialisation order. It is safe to call more than once.
+// Close drains flow control (waiting requests get 503 rejected-shutting-down),
+// stops the data layer, then closes every plugin in reverse initialisation
+// order. It is safe to call more than once.
 func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
+		if r.FlowControl != nil {
+			_ = r.FlowControl.Close()
+		}
 		var dlErr error
 		if r.DataLayer != nil {
 			dlErr = r.DataLayer.Close()
@@ -144,7 +153,7 @@ func Build(ctx context.Context, cfg *Config, reg *plugins.Registry, opts Options
 	if err := checkTypes(eff, reg); err != nil {
 		return nil, err
 	}
-	userFlowControl := eff.FlowControl != nil
+	userFlowControl := flowControlSettings(eff.FlowControl)
 	if err := Defaults(eff, reg); err != nil {
 		return nil, err
 	}
@@ -204,11 +213,7 @@ func checkTypes(cfg *Config, reg *plugins.Registry) error {
 }
 
 func (b *builder) featureWarnings(userFlowControl bool) {
-	cfg := b.rt.Config
-	switch {
-	case cfg.FeatureEnabled(FeatureFlowControl):
-		b.warn("featureGates", 0, "flow control is not available in this build yet: requests are scheduled without queueing")
-	case userFlowControl:
+	if userFlowControl && !b.rt.Config.FeatureEnabled(FeatureFlowControl) {
 		b.warn("flowControl", 0, "the %s feature gate is off: this section is checked but not used", FeatureFlowControl)
 	}
 }
@@ -331,7 +336,13 @@ func (b *builder) wire() error {
 		return err
 	}
 	dir.Scheduler = sched
-	dir.Admission = b.admission()
+	if b.rt.Config.FeatureEnabled(FeatureFlowControl) {
+		if err := b.flowControl(dir); err != nil {
+			return err
+		}
+	} else {
+		dir.Admission = b.admission()
+	}
 	dir.Rand = b.deps("model-rewrite").Rand
 	rt.Director = dir
 	sel, err := b.selector()
@@ -343,11 +354,10 @@ func (b *builder) wire() error {
 	return b.dataLayer()
 }
 
-// admission returns the admission gate: the default saturation admission
-// over the configured saturation detector (flowControl.saturationDetector).
-// When flow control arrives it takes this place with the flowControl gate
-// on. A detector that is not available in this build means no gate (its
-// warning says so).
+// admission returns the admission gate with the flowControl feature gate
+// off: the default saturation admission over the configured saturation
+// detector (flowControl.saturationDetector). A detector that is not
+// available in this build means no gate (its warning says so).
 func (b *builder) admission() requestcontrol.Admitter {
 	fc := b.rt.Config.FlowControl
 	if fc == nil || fc.SaturationDetector == nil {

@@ -273,8 +273,8 @@ func TestFlowControlWarnings(t *testing.T) {
 		t.Errorf("warnings: %s", w)
 	}
 	rt = mustBuild(t, header+"featureGates: [flowControl]\n")
-	if w := warnings(rt); !strings.Contains(w, "featureGates: flow control is not available in this build yet") {
-		t.Errorf("warnings: %s", w)
+	if w := warnings(rt); w != "" || rt.FlowControl == nil {
+		t.Errorf("flow control on: controller %v, warnings: %s", rt.FlowControl, w)
 	}
 }
 

@@ -37,6 +37,14 @@
 // the admission gate over flowControl.saturationDetector. The Director's
 // pool, objectives and model rewrites are the caller's to set.
 //
+// With the flowControl feature gate on, the admission gate is flow control
+// instead: Runtime.FlowControl, a flowcontrol.Controller built from the
+// flowControl section (limits, TTLs, priority bands and their policies, the
+// usage-limit policy and the saturation detector), its dispatcher started.
+// Requests wait in its queues until dispatched; completing requests wake it;
+// Runtime.Close drains it. Zero limits, unknown or wrong-kind policy
+// references and bad TTLs are errors at their YAML path.
+//
 // The dataLayer section becomes Runtime.DataLayer (a datalayer.Runtime):
 // the discovery source, each data source with its extractors, and every
 // plugin that keeps per-endpoint state (datalayer.EndpointListener) as a

@@ -434,7 +434,16 @@ func validate(cfg *Config, implicitOK bool) error {
 		if sd := fc.SaturationDetector; sd != nil && sd.PluginRef != "" {
 			checkRef("flowControl.saturationDetector.pluginRef", sd.line, sd.PluginRef, true)
 		}
+		positive := func(path string, line int, q *Quantity, unset string) {
+			if q != nil && q.Value() == 0 {
+				l.add(path, line, "must be > 0; leave it out for %s", unset)
+			}
+		}
+		positive("flowControl.maxBytes", 0, fc.MaxBytes, "no limit")
+		positive("flowControl.maxRequests", 0, fc.MaxRequests, "no limit")
 		checkBand := func(path string, b *PriorityBand) {
+			positive(join(path, "maxBytes"), b.line, b.MaxBytes, "the band default of 1G")
+			positive(join(path, "maxRequests"), b.line, b.MaxRequests, "the band default of 5000")
 			if b.FairnessPolicyRef != "" {
 				checkRef(join(path, "fairnessPolicyRef"), b.line, b.FairnessPolicyRef, true)
 			}

@@ -61,6 +61,7 @@ var planned = map[string]string{
 	typeGlobalStrictFairness:       "fairness-policy",
 	"round-robin-fairness-policy":  "fairness-policy",
 	typeStaticUsageLimit:           "usage-limit-policy",
+	"priority-holdback-policy":     "usage-limit-policy",
 	typeUtilizationDetector:        "saturation-detector",
 	"concurrency-detector":         "saturation-detector",
 	// data layer

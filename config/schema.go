@@ -98,7 +98,10 @@ type DataSource struct {
 }
 
 // FlowControl configures the flow-control layer. It is used only when the
-// flowControl feature gate is on. Zero or unset limits mean no limit.
+// flowControl feature gate is on (the saturation detector also serves the
+// admission gate with it off). Unset global limits mean no limit, unset band
+// limits the band defaults (5000 requests, 1G bytes); a zero limit is an
+// error (llm-d reads 0 as unset: leave the field out instead).
 type FlowControl struct {
 	MaxBytes    *Quantity
 	MaxRequests *Quantity

@@ -4,6 +4,7 @@ import (
 	"github.com/eppkit/eppkit/datalayer/discovery"
 	"github.com/eppkit/eppkit/datalayer/metrics"
 	"github.com/eppkit/eppkit/datalayer/models"
+	"github.com/eppkit/eppkit/flowcontrol"
 	"github.com/eppkit/eppkit/parsers/anthropic"
 	"github.com/eppkit/eppkit/parsers/openai"
 	"github.com/eppkit/eppkit/parsers/passthrough"
@@ -37,6 +38,12 @@ const (
 	CategoryDataSource = "data-source"
 	CategoryExtractor  = "extractor"
 	CategoryDiscovery  = "discovery"
+	// CategoryFairnessPolicy, CategoryOrderingPolicy and
+	// CategoryUsageLimitPolicy are flow control's: flowcontrol.FairnessPolicy,
+	// flowcontrol.OrderingPolicy and flowcontrol.UsageLimitPolicy.
+	CategoryFairnessPolicy   = "fairness-policy"
+	CategoryOrderingPolicy   = "ordering-policy"
+	CategoryUsageLimitPolicy = "usage-limit-policy"
 )
 
 // Registry returns a new registry holding every in-tree plugin type. Each
@@ -99,5 +106,14 @@ func Registry() *plugins.Registry {
 	plugins.Register[*models.Extractor](r, "models-data-extractor", extractor, plugins.Stability("beta"), desc("stores a models-data-source's list in the models attribute"))
 	plugins.Register[*discovery.File](r, "file-discovery", disc, stable, desc("endpoints from a YAML or JSON file, optionally reloaded when it changes"))
 	plugins.Register[*discovery.Static](r, "static-discovery", disc, stable, desc("a fixed list of endpoints"))
+
+	fairness, ordering, usage := plugins.Category(CategoryFairnessPolicy), plugins.Category(CategoryOrderingPolicy), plugins.Category(CategoryUsageLimitPolicy)
+	plugins.Register[*flowcontrol.GlobalStrict](r, "global-strict-fairness-policy", fairness, stable, desc("serves the flow whose head comes first in the band's order: one queue across tenants"))
+	plugins.Register[*flowcontrol.RoundRobin](r, "round-robin-fairness-policy", fairness, stable, desc("serves the band's non-empty flows in turn, one request each"))
+	plugins.Register[*flowcontrol.FCFS](r, "fcfs-ordering-policy", ordering, stable, desc("first come, first served"))
+	plugins.Register[*flowcontrol.EDF](r, "edf-ordering-policy", ordering, stable, desc("earliest deadline first: the request's own deadline or its queue TTL, whichever is sooner"))
+	plugins.Register[*flowcontrol.SLODeadline](r, "slo-deadline-ordering-policy", ordering, plugins.Stability("beta"), desc("earliest arrival + x-llm-d-slo-ttft-ms first; requests without the header last"))
+	plugins.Register[*flowcontrol.StaticUsageLimit](r, "static-usage-limit-policy", usage, stable, desc("one saturation ceiling, threshold, for every band"))
+	plugins.Register[*flowcontrol.PriorityHoldback](r, "priority-holdback-policy", usage, plugins.Stability("beta"), desc("ceilings fall linearly from maxCeiling (highest band) to minCeiling (lowest), holding lower bands back first"))
 	return r
 }

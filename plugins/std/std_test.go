@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/eppkit/eppkit/datalayer"
+	"github.com/eppkit/eppkit/flowcontrol"
 	"github.com/eppkit/eppkit/parsers"
 	"github.com/eppkit/eppkit/plugins"
 	"github.com/eppkit/eppkit/plugins/pluginstest"
@@ -29,6 +30,13 @@ var categories = map[string]func(any) bool{
 	std.CategoryDataSource: func(p any) bool { _, ok := p.(datalayer.DataSource); return ok },
 	std.CategoryExtractor:  func(p any) bool { _, ok := p.(datalayer.Extractor); return ok },
 	std.CategoryDiscovery:  func(p any) bool { _, ok := p.(datalayer.Source); return ok },
+
+	std.CategoryFairnessPolicy: func(p any) bool { _, ok := p.(flowcontrol.FairnessPolicy); return ok },
+	std.CategoryOrderingPolicy: func(p any) bool { _, ok := p.(flowcontrol.OrderingPolicy); return ok },
+	std.CategoryUsageLimitPolicy: func(p any) bool {
+		_, ok := p.(flowcontrol.UsageLimitPolicy)
+		return ok
+	},
 }
 
 func TestEveryType(t *testing.T) {
