@@ -7,6 +7,9 @@
 //	eppkit schedule --endpoints FILE --request FILE [--config FILE] [--path P]
 //	                [--explain] [--seed N] [--header "k: v"]... [--output text|json]
 //	                [--objectives FILE] [--rewrites FILE] [--history FILE]
+//	eppkit metrics parse [--engine E] FILE|-
+//	eppkit kvevents decode [--hex] FILE|-
+//	eppkit kvevents listen --bind ADDR [--count N] [--duration D]
 //
 // Exit status: 0 on success, 1 when the configuration is invalid or the
 // request is rejected, 2 on a usage error.
@@ -44,6 +47,8 @@ commands:
                           the producer order, auto-created producers and warnings
   schedule                run one request through the pipeline offline and print the pick
   metrics parse FILE|-    print what the picker extracts from a /metrics dump, as JSON
+  kvevents decode FILE|-  decode one KV-event batch payload (msgpack) to JSON
+  kvevents listen         print KV events as engines publish them
 
 Run "eppkit <command> -h" for a command's flags.
 `
@@ -74,6 +79,8 @@ func (c *cli) run(args []string) int {
 		return c.config(args[1:])
 	case "schedule":
 		return c.schedule(args[1:])
+	case "kvevents":
+		return c.kvevents(args[1:])
 	case "metrics":
 		return c.metrics(args[1:])
 	case "help", "-h", "-help", "--help":

@@ -12,6 +12,7 @@ import (
 	"github.com/eppkit/eppkit/parsers/vllmhttp"
 	"github.com/eppkit/eppkit/plugins"
 	"github.com/eppkit/eppkit/requestcontrol/producers/inflight"
+	"github.com/eppkit/eppkit/requestcontrol/producers/precise"
 	"github.com/eppkit/eppkit/requestcontrol/producers/prefix"
 	"github.com/eppkit/eppkit/requestcontrol/saturation"
 	"github.com/eppkit/eppkit/scheduling"
@@ -81,6 +82,8 @@ func Registry() *plugins.Registry {
 	plugins.Register[*prefix.Approx](r, scheduling.DefaultPrefixProducer, plugins.Category(CategoryProducer), stable,
 		plugins.DefaultFor(scheduling.PrefixMatchKey(scheduling.DefaultPrefixProducer)),
 		desc("hashes the prompt into chained blocks, matches them against an index of earlier picks, credits the pick"))
+	plugins.Register[*precise.Producer](r, precise.TypeName, plugins.Category(CategoryProducer), plugins.Stability("beta"),
+		desc("follows the engines' KV-cache events over ZeroMQ and matches the prompt's token blocks against what each endpoint holds, by tier"))
 
 	plugins.Register[*openai.Parser](r, "openai-parser", parser, stable, desc("OpenAI-compatible completions, chat/completions, embeddings, responses, conversations and the render paths"))
 	plugins.Register[*anthropic.Parser](r, "anthropic-parser", parser, stable, desc("Anthropic messages and messages/count_tokens bodies; split stream usage"))
