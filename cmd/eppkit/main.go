@@ -10,6 +10,7 @@
 //	eppkit metrics parse [--engine E] FILE|-
 //	eppkit kvevents decode [--hex] FILE|-
 //	eppkit kvevents listen --bind ADDR [--count N] [--duration D]
+//	eppkit simulate [--config A.yaml ...] [--servers N] [--workload W] [--seed N] [--out DIR]
 //
 // Exit status: 0 on success, 1 when the configuration is invalid or the
 // request is rejected, 2 on a usage error.
@@ -49,6 +50,7 @@ commands:
   metrics parse FILE|-    print what the picker extracts from a /metrics dump, as JSON
   kvevents decode FILE|-  decode one KV-event batch payload (msgpack) to JSON
   kvevents listen         print KV events as engines publish them
+  simulate                compare routing configs on a simulated cluster (no arguments: a built-in demo)
 
 Run "eppkit <command> -h" for a command's flags.
 `
@@ -83,6 +85,8 @@ func (c *cli) run(args []string) int {
 		return c.kvevents(args[1:])
 	case "metrics":
 		return c.metrics(args[1:])
+	case "simulate":
+		return c.simulate(args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(c.stdout, usage)
 		return exitOK
