@@ -138,6 +138,10 @@ type eventEndpoint struct {
 	// extra maps the mixed engine hashes of this endpoint that differ from
 	// the block's shared mapping to node positions.
 	extra map[uint64]uint32
+	// aliased is set (until a clear) when the endpoint may hold a block
+	// under two engine hashes, one of them a mapping of extra: a block it
+	// leaves may then have mappings to drop besides the one removed.
+	aliased bool
 }
 
 // blockExtra is what a block's extra keys add to its key.
@@ -508,11 +512,19 @@ func (x *EventIndex) store(id uint32, ns uint64, model string, ev *Event) {
 				x.roomForHash()
 				x.hashes.insert(hm, pos)
 			}
-		} else if p, _, _ := x.resolve(id, hm); p != pos {
-			if p >= 0 {
-				x.stats.Conflicts++
+		} else {
+			p, _, viaExtra := x.resolve(id, hm)
+			// hm may name a block the endpoint already holds under another
+			// name, one of them its own mapping.
+			if x.holds(id, pos) && (p != pos || !viaExtra && len(x.eps[id].extra) > 0) {
+				x.eps[id].aliased = true
 			}
-			x.setExtra(id, hm, pos)
+			if p != pos {
+				if p >= 0 {
+					x.stats.Conflicts++
+				}
+				x.setExtra(id, hm, pos)
+			}
 		}
 		x.hold(id, pos, tier)
 		x.stats.BlocksStored++
@@ -558,8 +570,8 @@ func (x *EventIndex) remove(id uint32, ns uint64, ev *Event) {
 			continue
 		}
 		left, died := x.release(id, pos, tier)
-		if left && viaExtra {
-			delete(x.eps[id].extra, hm)
+		if left {
+			x.dropExtra(id, hm, pos, viaExtra)
 		}
 		if died {
 			if slot >= 0 {
@@ -576,7 +588,7 @@ func (x *EventIndex) remove(id uint32, ns uint64, ev *Event) {
 func (x *EventIndex) clear(id uint32) {
 	x.stats.Clears++
 	ep := &x.eps[id]
-	ep.extra = nil
+	ep.extra, ep.aliased = nil, false
 	if ep.size == 0 {
 		return
 	}
@@ -642,6 +654,29 @@ func (x *EventIndex) setExtra(id uint32, hm uint64, pos int) {
 		ep.extra = map[uint64]uint32{}
 	}
 	ep.extra[hm] = uint32(pos)
+}
+
+// dropExtra drops the endpoint's own mappings of the block at pos, which it
+// just left: hm's if the removal resolved through it, and every other one
+// if the endpoint named the block by more than one hash.
+func (x *EventIndex) dropExtra(id uint32, hm uint64, pos int, viaExtra bool) {
+	ep := &x.eps[id]
+	if viaExtra {
+		delete(ep.extra, hm)
+	}
+	if ep.aliased {
+		for h, p := range ep.extra {
+			if int(p) == pos {
+				delete(ep.extra, h)
+			}
+		}
+	}
+}
+
+// holds reports whether endpoint id holds the block at pos in any tier.
+func (x *EventIndex) holds(id uint32, pos int) bool {
+	s := x.keys.nodes[pos].set
+	return x.sets.has(s, 2*id) || x.sets.has(s, 2*id+1)
 }
 
 // hold adds (endpoint id, tier) to the node at pos.

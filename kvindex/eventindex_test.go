@@ -598,3 +598,42 @@ func lookupFixture(t testing.TB, n, blocks int) (*EventIndex, []uint64, []string
 	}
 	return x, x.BlockKeys(nil, "m", "", toks, 0), eps
 }
+
+// An endpoint that names one block by two engine hashes (its shared mapping
+// and its own) must not keep its own mapping once a removal through the
+// shared one made it leave the block.
+func TestEventIndexRemoveViaSharedDropsExtra(t *testing.T) {
+	x, _ := NewEventIndex(EventIndexConfig{})
+	toks := make([]uint32, 16)
+	for i := range toks {
+		toks[i] = uint32(i)
+	}
+	st := func(h uint64) *Batch {
+		return &Batch{Model: "m", Events: []Event{{Kind: BlockStored, BlockHashes: []uint64{h}, TokenIDs: toks, BlockSize: 16}}}
+	}
+	rm := func(h uint64) *Batch {
+		return &Batch{Model: "m", Events: []Event{{Kind: BlockRemoved, BlockHashes: []uint64{h}}}}
+	}
+	// a names the block 1 (the shared mapping), then 2 (its own).
+	x.Apply("a", st(1))
+	x.Apply("a", st(2))
+	x.check(t)
+	x.Apply("a", rm(1))
+	x.check(t)
+
+	// b names it 3 (its own: 1 is shared), then 1; leaving through 1 drops 3.
+	x.Apply("a", st(1))
+	x.Apply("b", st(3))
+	x.Apply("b", st(1))
+	x.check(t)
+	x.Apply("b", rm(1))
+	x.check(t)
+	// And through its own mapping: 4 and 5 both name the block for c.
+	x.Apply("c", st(4))
+	x.Apply("c", st(5))
+	x.Apply("c", rm(4))
+	x.check(t)
+	if n := x.Len(); n != 1 {
+		t.Fatalf("%d entries, want 1 (a's)", n)
+	}
+}

@@ -829,7 +829,17 @@ func (d *Decoder) skip(depth int) error {
 		_, err = d.bytes(n)
 		return err
 	}
-	// Scalars and extensions: msgpack's Skip does not recurse for these.
+	if msgpcode.IsExt(c) {
+		// Bounds-checked here: msgpack's Skip reads the claimed length into
+		// its own buffer, which a hostile claim grows by 1 MiB a message.
+		_, n, err := d.dec.DecodeExtHeader()
+		if err != nil {
+			return err
+		}
+		_, err = d.bytes(n)
+		return err
+	}
+	// Other scalars: msgpack's Skip reads at most 8 bytes for these.
 	return d.dec.Skip()
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -369,7 +370,6 @@ func FuzzDecode(f *testing.F) {
 		{"token_ids", seqTokens(0, 16)}, {"block_size", 16}, {"metadata", []any{"salt"}}}}}}))
 	f.Add(pack(f, []any{1.0, []any{[]any{"BlockStored", []any{int64(-5)}, nil, seqTokens(0, 16), 16, nil, "CPU_PINNED"}}}))
 	f.Add([]byte{0x92, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0x90})
-	x, _ := NewEventIndex(EventIndexConfig{})
 	var d Decoder
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		b, err := d.Decode("kv@10.0.0.1@m", 1, payload)
@@ -384,7 +384,83 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("event kind %d", ev.Kind)
 			}
 		}
-		// Whatever decodes must apply without breaking the index.
+		// Whatever decodes must apply without breaking the index, alone and
+		// after an earlier message (the first half of the same input).
+		x, _ := NewEventIndex(EventIndexConfig{})
+		if first, err := d.Decode("kv@10.0.0.1@m", 0, payload[:len(payload)/2]); err == nil {
+			x.Apply("a", first)
+			x.check(t)
+		}
+		b, _ = d.Decode("kv@10.0.0.1@m", 1, payload)
+		x.Apply("a", b)
+		x.Apply("b", b)
+		x.check(t)
+		x.Apply("a", b)
+		x.check(t)
+	})
+}
+
+// A claimed extension length beyond the payload is malformed, and skipping
+// it must not make the decoder allocate (msgpack's Skip grew its buffer by
+// 1 MiB per such message, without bound).
+func TestDecodeHugeExtClaim(t *testing.T) {
+	// [0.0, [["AllBlocksCleared", <ext>]]]: the extension is an extra field,
+	// skipped.
+	ev := func(ext ...byte) []byte {
+		p := append([]byte{0x92, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0x91, 0x92, 0xb0}, "AllBlocksCleared"...)
+		return append(p, ext...)
+	}
+	payloads := [][]byte{
+		ev(0xc9, 0x7f, 0xff, 0xff, 0xff, 0x01), // ext32
+		ev(0xc8, 0xff, 0xff, 0x01),             // ext16
+		ev(0xc7, 0xff, 0x01),                   // ext8
+		ev(0xd8, 0x01, 0x00),                   // fixext16
+	}
+	var d Decoder
+	for _, p := range payloads {
+		if _, err := d.Decode("kv@a@m", 0, p); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("% x: %v, want ErrMalformed", p, err)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 50 {
+		for _, p := range payloads {
+			d.Decode("kv@a@m", 0, p) //nolint:errcheck // malformed
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<20 {
+		t.Fatalf("decoding 200 malformed payloads allocated %d bytes", grown)
+	}
+	// A well-formed extension is skipped.
+	ok := ev(0xc7, 0x02, 0x05, 0xaa, 0xbb)
+	ok[11] = 0x93 // and a fixext1
+	ok = append(ok, 0xd4, 0x01, 0x00)
+	if b, err := d.Decode("kv@a@m", 0, ok); err != nil || len(b.Events) != 1 {
+		t.Fatalf("well-formed extensions: %+v, %v", b, err)
+	}
+}
+
+// FuzzDecodeStateful is FuzzDecode's original form: one index shared by
+// every input, so sequences of messages are exercised.
+func FuzzDecodeStateful(f *testing.F) {
+	f.Add(pack(f, []any{1.0, []any{
+		[]any{"BlockStored", []any{uint64(1), uint64(2)}, nil, seqTokens(0, 32), 16, nil, "GPU", nil, []any{[]any{"s"}, nil}},
+		[]any{"BlockRemoved", []any{uint64(1)}, "CPU"},
+		[]any{"AllBlocksCleared"},
+	}, 0}))
+	f.Add(pack(f, []any{1.0, []any{[]any{"BlockStored", []any{int64(-5)}, nil, seqTokens(0, 16), 16, nil, "CPU_PINNED"}}}))
+	x, _ := NewEventIndex(EventIndexConfig{})
+	var d Decoder
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		b, err := d.Decode("kv@10.0.0.1@m", 1, payload)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
 		x.Apply("a", b)
 		x.Apply("b", b)
 		x.check(t)
