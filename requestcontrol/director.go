@@ -62,6 +62,9 @@ type Director struct {
 	Limits Limits
 	// Rand draws model-rewrite targets; nil means a source seeded with 1.
 	Rand *rand.Rand
+	// Metrics, when set, receives the duration of each stage of every
+	// request (see Instrument, which also times every plugin).
+	Metrics Metrics
 
 	objectives atomic.Pointer[Objectives]
 	rewrites   atomic.Pointer[ModelRewrites]
@@ -222,15 +225,19 @@ func (d *Director) HandleRequest(ctx context.Context, in *Inbound) (x *Exchange,
 	if limit := d.Limits.request(); int64(len(in.Body)) > limit {
 		return nil, tooLarge(limit)
 	}
+	sw := d.stopwatch()
 	req, parser, err := d.parse(ctx, in)
 	if err != nil {
 		return nil, err
 	}
 	d.rewrite(ctx, req)
 	d.objective(ctx, req)
+	sw.lap(StageParse)
 
 	if d.Admission != nil {
-		if err := d.admit(ctx, "admission", d.Admission, req, d.endpoints()); err != nil {
+		err := d.admit(ctx, "admission", d.Admission, req, d.endpoints())
+		sw.lap(StageAdmission)
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -371,6 +378,7 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, candid
 	}
 	pre := false
 	stage := "data producer"
+	sw := d.stopwatch()
 	defer func() {
 		if r := recover(); r != nil {
 			dec, err = nil, d.panicked(ctx, stage, req.ID, r)
@@ -389,13 +397,18 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, candid
 				slog.String("producer", p.Name), slog.String("x-request-id", req.ID), slog.String("error", err.Error()))
 		}
 	}
+	sw.lap(StageProducers)
 	for _, a := range d.Admitters {
 		if err := d.admit(ctx, a.Name, a.Plugin, req, candidates); err != nil {
 			return nil, err
 		}
 	}
+	if len(d.Admitters) > 0 {
+		sw.lap(StageAdmitters)
+	}
 	stage = "scheduler"
 	res, err := d.Scheduler.Schedule(ctx, req, candidates)
+	sw.lap(StageScheduling)
 	if err != nil {
 		return nil, Reject(err)
 	}
@@ -404,6 +417,7 @@ func (d *Director) Schedule(ctx context.Context, req *scheduling.Request, candid
 		stage = h.Name
 		h.Plugin.PreRequest(ctx, req, res)
 	}
+	sw.lap(StagePreRequest)
 	primary := res.PrimaryResult()
 	eps := make([]string, len(primary.Endpoints))
 	for i, e := range primary.Endpoints {

@@ -10,6 +10,8 @@
 //	eppkit metrics parse [--engine E] FILE|-
 //	eppkit kvevents decode [--hex] FILE|-
 //	eppkit kvevents listen --bind ADDR [--count N] [--duration D]
+//	eppkit proxy --endpoints FILE|host:port,... [--config FILE] [--listen ADDR]
+//	eppkit fakeserver [--count N] [--base-port P]
 //	eppkit simulate [--config A.yaml ...] [--servers N] [--workload W] [--seed N] [--out DIR]
 //
 // Exit status: 0 on success, 1 when the configuration is invalid or the
@@ -50,6 +52,8 @@ commands:
   metrics parse FILE|-    print what the picker extracts from a /metrics dump, as JSON
   kvevents decode FILE|-  decode one KV-event batch payload (msgpack) to JSON
   kvevents listen         print KV events as engines publish them
+  proxy                   run the HTTP proxy adapter in front of model servers
+  fakeserver              run fake OpenAI-compatible model servers (tests and demos)
   simulate                compare routing configs on a simulated cluster (no arguments: a built-in demo)
 
 Run "eppkit <command> -h" for a command's flags.
@@ -87,6 +91,10 @@ func (c *cli) run(args []string) int {
 		return c.metrics(args[1:])
 	case "simulate":
 		return c.simulate(args[1:])
+	case "proxy":
+		return c.proxy(args[1:])
+	case "fakeserver":
+		return c.fakeserver(args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(c.stdout, usage)
 		return exitOK
