@@ -34,6 +34,10 @@ type Options struct {
 	// Pool selects the endpoints of the data layer's discovery (labels and
 	// target ports); the zero Pool takes every target at its own port.
 	Pool datalayer.Pool
+	// ManualDispatch leaves the flow controller's background dispatcher
+	// stopped: the caller dispatches with Runtime.FlowControl.Dispatch (the
+	// simulator does, in virtual time).
+	ManualDispatch bool
 }
 
 // Runtime is a built configuration: the plugin instances, initialised, wired

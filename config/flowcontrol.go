@@ -13,7 +13,8 @@ import (
 // requests wait in its queues until dispatched. The gate is also appended
 // to the response-complete hooks, after every plugin's, so a completing
 // request wakes the dispatcher once its load is released. The controller is
-// Runtime.FlowControl, started here and stopped by Runtime.Close.
+// Runtime.FlowControl, started here (unless Options.ManualDispatch) and
+// stopped by Runtime.Close.
 //
 // A policy or detector of a type this build lacks is reported and the
 // default takes its place; a plugin of the wrong kind is an error at its
@@ -79,7 +80,9 @@ func (b *builder) flowControl(dir *requestcontrol.Director) error {
 		return &Error{Path: "flowControl", Err: err}
 	}
 	b.rt.FlowControl = ctl
-	ctl.Start()
+	if !b.opts.ManualDispatch {
+		ctl.Start()
+	}
 	gate := &requestcontrol.FlowAdmitter{Controller: ctl, Logger: cfg.Logger}
 	dir.Admission = gate
 	dir.ResponseCompletes = append(dir.ResponseCompletes,

@@ -200,22 +200,33 @@ func tooLarge(limit int64) *Rejection {
 // Exchange that forwards it; errors are *Rejection (status and reason).
 // ctx is the request's context: when it is done before the Exchange is
 // closed, the Exchange closes itself, so in-flight accounting is released
-// even if the adapter forgets.
-func (d *Director) HandleRequest(ctx context.Context, in *Inbound) (x *Exchange, err error) {
+// even if the adapter forgets. HandleRequest is Parse followed by Handle.
+func (d *Director) HandleRequest(ctx context.Context, in *Inbound) (*Exchange, error) {
+	p, err := d.Parse(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return d.Handle(ctx, p)
+}
+
+// Parsed is a request that passed the first stage of HandleRequest
+// (Director.Parse), ready for the second (Director.Handle).
+type Parsed struct {
+	in     *Inbound
+	req    *scheduling.Request
+	parser parsers.Parser
+	sw     stopwatch
+}
+
+// Parse runs the first stage of HandleRequest: it drops the untrusted
+// headers, checks the body's size and parses it. The stage reads no state
+// that requests change (only the Director's configuration), so a caller
+// may run it ahead of Handle on another goroutine: the simulator parses the
+// next requests while the current one is scheduled. Errors are *Rejection
+// and count as rejections.
+func (d *Director) Parse(ctx context.Context, in *Inbound) (_ *Parsed, err error) {
 	d.init()
-	defer func() {
-		if err != nil {
-			d.stats.rejected.Add(1)
-			level := slog.LevelDebug // a rejection is an answer, not a failure
-			if rej, ok := err.(*Rejection); ok && rej.Status >= 500 {
-				level = slog.LevelError
-			}
-			if d.log.Enabled(ctx, level) {
-				d.log.LogAttrs(ctx, level, "Error handling request",
-					slog.String("x-request-id", in.ID), slog.String("error", err.Error()))
-			}
-		}
-	}()
+	defer d.logRejection(ctx, in.ID, &err)
 	if in.Headers == nil {
 		in.Headers = map[string]string{}
 	}
@@ -230,6 +241,16 @@ func (d *Director) HandleRequest(ctx context.Context, in *Inbound) (x *Exchange,
 	if err != nil {
 		return nil, err
 	}
+	return &Parsed{in: in, req: req, parser: parser, sw: sw}, nil
+}
+
+// Handle runs the rest of HandleRequest for a request Parse returned:
+// model rewrites, the objective, admission, scheduling and the pre-request
+// hooks. Handle calls must be made in the order the requests should be
+// served, one Parsed once.
+func (d *Director) Handle(ctx context.Context, p *Parsed) (_ *Exchange, err error) {
+	in, req, sw := p.in, p.req, p.sw
+	defer d.logRejection(ctx, in.ID, &err)
 	d.rewrite(ctx, req)
 	d.objective(ctx, req)
 	sw.lap(StageParse)
@@ -253,7 +274,23 @@ func (d *Director) HandleRequest(ctx context.Context, in *Inbound) (x *Exchange,
 	if err != nil {
 		return nil, err
 	}
-	return d.newExchange(ctx, req, dec, parser), nil
+	return d.newExchange(ctx, req, dec, p.parser), nil
+}
+
+// logRejection counts and logs a request the pipeline rejects (*err non-nil).
+func (d *Director) logRejection(ctx context.Context, id string, err *error) {
+	if *err == nil {
+		return
+	}
+	d.stats.rejected.Add(1)
+	level := slog.LevelDebug // a rejection is an answer, not a failure
+	if rej, ok := (*err).(*Rejection); ok && rej.Status >= 500 {
+		level = slog.LevelError
+	}
+	if d.log.Enabled(ctx, level) {
+		d.log.LogAttrs(ctx, level, "Error handling request",
+			slog.String("x-request-id", id), slog.String("error", (*err).Error()))
+	}
 }
 
 func (d *Director) endpoints() []*scheduling.Endpoint {

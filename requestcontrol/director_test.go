@@ -10,6 +10,7 @@ import (
 	"github.com/eppkit/eppkit/datalayer"
 	"github.com/eppkit/eppkit/plugins"
 	"github.com/eppkit/eppkit/requestcontrol"
+	rt "github.com/eppkit/eppkit/requestcontrol/requestcontroltest"
 	"github.com/eppkit/eppkit/scheduling"
 )
 
@@ -138,5 +139,31 @@ func TestRecord(t *testing.T) {
 	stranger := datalayer.New("z", "10.9.9.9", 1, nil)
 	if err := d.Record(context.Background(), &scheduling.Request{}, eps, stranger); err == nil {
 		t.Fatal("recorded a pick outside the candidates")
+	}
+}
+
+// HandleRequest is Parse then Handle: a caller may split them (the
+// simulator parses ahead), and a rejection counts once in either stage.
+func TestParseThenHandle(t *testing.T) {
+	d := rt.NewDirector(t, rt.Config{})
+	p, err := d.Parse(ctx, rt.Chat("m", "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := d.Handle(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Close(nil)
+	if len(x.Decision.Endpoints) == 0 {
+		t.Fatal("no pick")
+	}
+	if _, err := d.Parse(ctx, rt.Request("/v1/chat/completions", `{"model":`)); err == nil {
+		t.Fatal("a truncated body parsed")
+	} else if rej := requestcontrol.Reject(err); rej.Status != 400 {
+		t.Fatalf("status %d, want 400", rej.Status)
+	}
+	if s := d.Stats(); s.Rejected != 1 {
+		t.Fatalf("rejected %d, want 1", s.Rejected)
 	}
 }

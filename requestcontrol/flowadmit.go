@@ -29,6 +29,11 @@ import (
 type FlowAdmitter struct {
 	Controller *flowcontrol.Controller
 	Logger     *slog.Logger // nil discards
+	// Queued, when set, is called with each request's item once it is in
+	// the queue, before Admit starts waiting: a caller that drives the
+	// controller itself (Controller.Dispatch, as the simulator does in
+	// virtual time) learns what is waiting. It must not block.
+	Queued func(*flowcontrol.Item)
 }
 
 var (
@@ -46,7 +51,16 @@ func (a *FlowAdmitter) Admit(ctx context.Context, req *scheduling.Request, _ []*
 	if req.Body != nil {
 		it.Size = int64(len(req.Body.Raw))
 	}
-	err := a.Controller.EnqueueAndWait(ctx, it)
+	if d, ok := ctx.Deadline(); ok {
+		it.Deadline = d
+	}
+	err := a.Controller.Enqueue(it)
+	if err == nil {
+		if a.Queued != nil {
+			a.Queued(it)
+		}
+		err = a.Controller.Wait(ctx, it)
+	}
 	if a.Logger != nil && a.Logger.Enabled(ctx, slog.LevelDebug) {
 		attrs := []slog.Attr{slog.String("x-request-id", req.ID), slog.String("fairnessID", it.Flow.ID),
 			slog.Int("priority", it.Flow.Priority), slog.String("outcome", it.Outcome().String()),

@@ -125,3 +125,35 @@ func TestFlowAdmitterReleasesOnCompletion(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// A caller that drives the controller itself (no Start) learns through
+// Queued what waits, and the request goes on when it dispatches.
+func TestFlowAdmitterQueuedHookAndManualDispatch(t *testing.T) {
+	c := flowController(t, flowcontrol.Config{})
+	queued := make(chan *flowcontrol.Item, 1)
+	fa := &requestcontrol.FlowAdmitter{Controller: c, Queued: func(it *flowcontrol.Item) { queued <- it }}
+	d := rt.NewDirector(t, rt.Config{Admission: fa})
+	done := make(chan error, 1)
+	go func() {
+		x, err := d.HandleRequest(ctx, rt.Chat("m", "hi", requestcontrol.HeaderFairnessID, "tenant-a"))
+		if err == nil {
+			x.Close(nil)
+		}
+		done <- err
+	}()
+	it := <-queued
+	if it.Flow.ID != "tenant-a" || it.Outcome() != flowcontrol.Pending {
+		t.Fatalf("queued item %+v, outcome %v", it.Flow, it.Outcome())
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("admitted before any dispatch: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if n := c.Dispatch(ctx, 0); n != 1 {
+		t.Fatalf("dispatched %d, want 1", n)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

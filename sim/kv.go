@@ -41,12 +41,12 @@ var kvPool sync.Pool
 func newKVCache(n int) *kvCache {
 	if c, ok := kvPool.Get().(*kvCache); ok && len(c.blocks) == n {
 		clear(c.blocks)
-		clear(c.cached.keys)
+		clear(c.cached.slots)
 		c.cached.n = 0
 		c.head, c.tail, c.nfree, c.fresh, c.removed = -1, -1, n, 0, nil
 		return c
 	}
-	return &kvCache{blocks: make([]kvBlock, n), cached: newTable(), head: -1, tail: -1, nfree: n}
+	return &kvCache{blocks: make([]kvBlock, n), cached: newTable(n), head: -1, tail: -1, nfree: n}
 }
 
 // recycle returns the cache to the pool; it must not be used afterwards.
@@ -83,17 +83,26 @@ func (c *kvCache) unlink(i int32) {
 	c.nfree--
 }
 
-// match appends to dst the blocks holding the leading cached hashes, up to
-// the first one not cached.
-func (c *kvCache) match(dst []int32, hashes []uint64) []int32 {
-	for _, h := range hashes {
+// match returns the blocks holding the leading cached hashes, up to the
+// first one not cached. ids may hold the result of an earlier match for the
+// same hashes: the blocks of it that still hold their hashes are kept
+// without a table lookup (a request waiting at the head of the queue is
+// matched again at every step).
+func (c *kvCache) match(ids []int32, hashes []uint64) []int32 {
+	for k, i := range ids {
+		if b := &c.blocks[i]; !b.hashed || b.hash != hashes[k] {
+			ids = ids[:k]
+			break
+		}
+	}
+	for _, h := range hashes[len(ids):] {
 		i := c.cached.get(h)
 		if i < 0 {
 			break
 		}
-		dst = append(dst, i)
+		ids = append(ids, i)
 	}
-	return dst
+	return ids
 }
 
 // acquire takes a reference on each of the blocks ids (from match).
@@ -164,34 +173,27 @@ func (c *kvCache) release(ids []int32) {
 }
 
 // table is an open-addressing hash table from block hash to block index
-// with linear probing and backward-shift deletion, grown to stay at most
-// half full. Keys are already well-mixed hashes; key 0 is remapped.
+// with linear probing and backward-shift deletion, sized at creation to stay
+// at most half full. A slot holds key and value together (one cache line
+// per probe). Keys are already well-mixed hashes; key 0 is remapped.
 type table struct {
-	keys []uint64
-	vals []int32
-	mask uint64
-	n    int
+	slots []slot
+	mask  uint64
+	n     int
 }
 
-func newTable() table {
-	const size = 1 << 14
-	return table{keys: make([]uint64, size), vals: make([]int32, size), mask: size - 1}
+type slot struct {
+	key uint64
+	val int32
 }
 
-func (t *table) grow() {
-	old, oldv := t.keys, t.vals
-	size := 2 * len(old)
-	t.keys, t.vals, t.mask = make([]uint64, size), make([]int32, size), uint64(size-1)
-	for j, k := range old {
-		if k == 0 {
-			continue
-		}
-		i := k & t.mask
-		for t.keys[i] != 0 {
-			i = (i + 1) & t.mask
-		}
-		t.keys[i], t.vals[i] = k, oldv[j]
+// newTable returns a table for at most n entries.
+func newTable(n int) table {
+	size := 1024
+	for size < 2*n {
+		size *= 2
 	}
+	return table{slots: make([]slot, size), mask: uint64(size - 1)}
 }
 
 func tkey(h uint64) uint64 {
@@ -207,28 +209,26 @@ func (t *table) len() int { return t.n }
 func (t *table) get(h uint64) int32 {
 	k := tkey(h)
 	for i := k & t.mask; ; i = (i + 1) & t.mask {
-		switch t.keys[i] {
+		switch t.slots[i].key {
 		case k:
-			return t.vals[i]
+			return t.slots[i].val
 		case 0:
 			return -1
 		}
 	}
 }
 
-// put adds h → v unless h is present; it reports whether it added.
+// put adds h → v unless h is present; it reports whether it added. The
+// table holds at most the n it was made for.
 func (t *table) put(h uint64, v int32) bool {
 	k := tkey(h)
 	for i := k & t.mask; ; i = (i + 1) & t.mask {
-		switch t.keys[i] {
+		switch t.slots[i].key {
 		case k:
 			return false
 		case 0:
-			t.keys[i], t.vals[i] = k, v
+			t.slots[i] = slot{k, v}
 			t.n++
-			if 2*t.n > len(t.keys) {
-				t.grow()
-			}
 			return true
 		}
 	}
@@ -238,25 +238,25 @@ func (t *table) put(h uint64, v int32) bool {
 func (t *table) del(h uint64) {
 	k := tkey(h)
 	i := k & t.mask
-	for t.keys[i] != k {
-		if t.keys[i] == 0 {
+	for t.slots[i].key != k {
+		if t.slots[i].key == 0 {
 			return
 		}
 		i = (i + 1) & t.mask
 	}
 	t.n--
 	for {
-		t.keys[i] = 0
+		t.slots[i].key = 0
 		j := i
 		for {
 			j = (j + 1) & t.mask
-			if t.keys[j] == 0 {
+			if t.slots[j].key == 0 {
 				return
 			}
-			home := t.keys[j] & t.mask
+			home := t.slots[j].key & t.mask
 			// Move j back to i unless its home lies cyclically in (i, j].
 			if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
-				t.keys[i], t.vals[i] = t.keys[j], t.vals[j]
+				t.slots[i] = t.slots[j]
 				i = j
 				break
 			}

@@ -8,7 +8,7 @@ import (
 // The open-addressing table agrees with a map under random puts and
 // deletes, including colliding keys.
 func TestTable(t *testing.T) {
-	tb := newTable()
+	tb := newTable(1000)
 	ref := map[uint64]int32{}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 20000 {

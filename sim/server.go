@@ -83,6 +83,8 @@ type seq struct {
 	req    *Request
 	user   any // the simulator's handle (the Exchange)
 	hashes []uint64
+	// blocks are the KV blocks the sequence holds while it runs; while it
+	// waits, the blocks its last admission attempt matched (not held).
 	blocks []int32
 
 	target    int // tokens to prefill: the prompt, plus output on recompute
@@ -136,13 +138,11 @@ func (s *server) enqueue(q *seq) {
 	s.waiting = append(s.waiting, q)
 }
 
-// hashesOf computes the chained hashes of the request's full prompt blocks
-// (the root folds in the model name, as the engine does per LoRA).
-func (s *server) hashesOf(r *Request) []uint64 {
-	n := r.PromptTokens / s.p.BlockTokens
-	if n > len(r.Units) {
-		n = len(r.Units)
-	}
+// blockHashes computes the chained hashes of the request's full prompt
+// blocks of blockTokens tokens (the root folds in the model name, as the
+// engine does per LoRA).
+func blockHashes(r *Request, blockTokens int) []uint64 {
+	n := min(r.PromptTokens/blockTokens, len(r.Units))
 	h := make([]uint64, n)
 	prev := strHash(r.Model)
 	for i := range n {
@@ -216,9 +216,9 @@ func (s *server) startStep(now time.Duration) (time.Duration, bool) {
 			extra += d
 		}
 		if q.hashes == nil {
-			q.hashes = s.hashesOf(q.req)
+			q.hashes = blockHashes(q.req, s.p.BlockTokens)
 		}
-		q.blocks = s.kv.match(q.blocks[:0], q.hashes)
+		q.blocks = s.kv.match(q.blocks, q.hashes)
 		hit := len(q.blocks)
 		// Always compute at least the last prompt token.
 		if hit*s.p.BlockTokens >= q.target {
@@ -226,8 +226,7 @@ func (s *server) startStep(now time.Duration) (time.Duration, bool) {
 		}
 		need := s.blocksFor(q.target) - hit
 		if need > s.kv.nfree {
-			q.blocks = q.blocks[:0] // matched, not held
-			break                   // head-of-line: wait for blocks
+			break // head-of-line: wait for blocks (q.blocks: matched, not held)
 		}
 		q.blocks = q.blocks[:hit]
 		s.kv.acquire(q.blocks)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -198,6 +199,8 @@ type cluster struct {
 	indexes []*kvindex.EventIndex
 	kvq     []pendingKV
 	kvHead  int
+	// flow drives flow control when the configuration turns it on.
+	flow *flowDriver
 }
 
 // LoadSampleInterval is the virtual time between two samples of the
@@ -211,20 +214,30 @@ func (c *cluster) schedule(at time.Duration, kind eventKind, srv int) {
 
 func runOne(ctx context.Context, idx int, cfg Config, opts Options) (*Result, error) {
 	clk := &vclock{base: Epoch}
-	rt, err := config.Build(ctx, cfg.Config, opts.Registry(), config.Options{Clock: clk, Seed: opts.Seed})
+	ctx, cancel := context.WithCancel(ctx)
+	rt, err := config.Build(ctx, cfg.Config, opts.Registry(), config.Options{Clock: clk, Seed: opts.Seed, ManualDispatch: true})
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	defer rt.Close()
+	c := &cluster{opts: opts, clk: clk, d: rt.Director, index: map[string]int{},
+		perServer: make([]int, opts.Servers), first: -1}
+	defer func() {
+		cancel() // ends the waits of requests still queued
+		rt.Close()
+		if c.flow != nil {
+			c.flow.wg.Wait()
+		}
+	}()
 	if rt.FlowControl != nil {
-		return nil, errors.New("the flowControl feature gate is not supported by the simulator yet (its dispatcher runs in wall-clock time)")
+		if c.flow, err = newFlowDriver(rt.Director, rt.FlowControl); err != nil {
+			return nil, err
+		}
 	}
 	wl, err := opts.Workload()
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{opts: opts, clk: clk, d: rt.Director, index: map[string]int{},
-		perServer: make([]int, opts.Servers), first: -1}
 	defer func() {
 		for _, s := range c.servers {
 			s.kv.recycle()
@@ -253,9 +266,11 @@ func runOne(ctx context.Context, idx int, cfg Config, opts Options) (*Result, er
 	c.publish()
 	rt.Director.Pool = requestcontrol.PoolFunc(func() []*scheduling.Endpoint { return c.snap })
 
-	next, more := wl.Next()
+	f := c.startFeeder(ctx, wl)
+	defer f.stop()
+	next, more := f.next()
 	if more {
-		c.schedule(max(next.Arrival, 0), evArrival, 0)
+		c.schedule(max(next.r.Arrival, 0), evArrival, 0)
 	}
 	c.schedule(opts.ScrapeInterval, evScrape, 0)
 	for len(c.events) > 0 {
@@ -267,10 +282,11 @@ func runOne(ctx context.Context, idx int, cfg Config, opts Options) (*Result, er
 		switch e.kind {
 		case evArrival:
 			c.arrive(ctx, next)
-			next, more = wl.Next()
+			next, more = f.next()
 			if more {
-				c.schedule(max(next.Arrival, e.at), evArrival, 0)
+				c.schedule(max(next.r.Arrival, e.at), evArrival, 0)
 			}
+			c.dispatch(ctx)
 			if opts.Progress != nil && c.arrived%1000 == 0 {
 				opts.Progress(Progress{Config: cfg.Name, Index: idx, VirtualTime: e.at, Arrived: c.arrived, Completed: c.completed})
 			}
@@ -282,6 +298,7 @@ func runOne(ctx context.Context, idx int, cfg Config, opts Options) (*Result, er
 			}
 			c.step(int(e.srv))
 			c.flushKV(int(e.srv))
+			c.dispatch(ctx)
 		case evKV:
 			p := c.kvq[c.kvHead]
 			c.kvq[c.kvHead] = pendingKV{}
@@ -297,15 +314,17 @@ func runOne(ctx context.Context, idx int, cfg Config, opts Options) (*Result, er
 			}
 		case evScrape:
 			c.publish()
+			c.dispatch(ctx)
 			if e.at >= c.nextSample {
 				c.sample()
 				c.nextSample += LoadSampleInterval
 			}
-			if more || c.outstanding > 0 {
+			if more || c.outstanding > 0 || c.flow != nil && len(c.flow.pending) > 0 {
 				c.schedule(e.at+opts.ScrapeInterval, evScrape, 0)
 			}
 		}
 	}
+	f.stop()
 	if err := WorkloadError(wl); err != nil {
 		return nil, err
 	}
@@ -370,22 +389,39 @@ func (c *cluster) step(i int) {
 }
 
 // arrive takes a request through the Director and queues it on the pick.
-func (c *cluster) arrive(ctx context.Context, r *Request) {
+func (c *cluster) arrive(ctx context.Context, a *arrival) {
 	c.arrived++
 	if c.first < 0 {
 		c.first = c.clk.now
 	}
-	r.OutputTokens = max(r.OutputTokens, 1)
-	// The body buffer is reused: nothing in the pipeline keeps the raw body
-	// past HandleRequest (the parser copies what it keeps), and the
-	// simulator forwards nothing.
-	c.buf = appendBody(c.buf[:0], r, c.opts.Server.BlockTokens)
-	body := c.buf
-	x, err := c.d.HandleRequest(ctx, &requestcontrol.Inbound{
-		ID: strconv.Itoa(c.arrived), Path: "/v1/completions", Body: body})
-	if err != nil {
-		return // counted by the Director's Stats
+	if a.err != nil {
+		return // a rejection, counted by the Director's Stats
 	}
+	if c.flow != nil {
+		if h, queued := c.flow.handle(ctx, c.d, a, c.clk.now); !queued {
+			c.route(h, a, c.clk.now)
+		}
+		return
+	}
+	x, err := c.d.Handle(ctx, a.parsed)
+	c.route(handled{x, err}, a, c.clk.now)
+}
+
+// dispatch lets flow control dispatch what it can now.
+func (c *cluster) dispatch(ctx context.Context) {
+	if c.flow != nil {
+		c.flow.dispatch(ctx, c.route)
+	}
+}
+
+// route queues a handled request, arrived at the given time, on the server
+// the Director picked.
+func (c *cluster) route(h handled, a *arrival, at time.Duration) {
+	a.parsed = nil
+	if h.err != nil {
+		return // a rejection, counted by the Director's Stats
+	}
+	x, r := h.x, a.r
 	i, ok := c.index[x.Decision.Endpoints[0]]
 	s := c.servers[i]
 	if !ok || s.blocksFor(r.PromptTokens+r.OutputTokens) > len(s.kv.blocks) {
@@ -396,7 +432,7 @@ func (c *cluster) arrive(ctx context.Context, r *Request) {
 	}
 	c.perServer[i]++
 	c.outstanding++
-	s.enqueue(&seq{req: r, user: x, arrival: c.clk.now})
+	s.enqueue(&seq{req: r, user: x, arrival: at, hashes: a.hashes})
 	if !s.busy {
 		c.step(i)
 		c.flushKV(i)
@@ -437,6 +473,7 @@ func letters(v uint32) uint64 {
 // units as text: 4 bytes per token (the approximate producer's
 // pseudo-token), each unit's text derived from its id alone.
 func appendBody(b []byte, r *Request, blockTokens int) []byte {
+	b = slices.Grow(b, 64+len(r.Model)+4*r.PromptTokens)
 	b = append(b, `{"model":`...)
 	b = strconv.AppendQuote(b, r.Model)
 	b = append(b, `,"max_tokens":`...)
@@ -455,23 +492,24 @@ func appendBody(b []byte, r *Request, blockTokens int) []byte {
 	return append(b, `"}`...)
 }
 
-// appendUnit appends the first n bytes of unit u's text.
+// appendUnit appends the first n bytes of unit u's text. The first 16
+// bytes spell mix(u), so different units start differently; the rest
+// follows from it by an LCG step per 16 bytes.
 func appendUnit(b []byte, u uint64, n int) []byte {
-	{
-		for k := 0; n > 0; k++ {
-			v := mix(u + uint64(k)*0x9e3779b97f4a7c15)
-			if n >= 16 {
-				b = binary.LittleEndian.AppendUint64(b, letters(uint32(v)))
-				b = binary.LittleEndian.AppendUint64(b, letters(uint32(v>>32)))
-				n -= 16
-				continue
-			}
-			var w [16]byte
-			binary.LittleEndian.PutUint64(w[:], letters(uint32(v)))
-			binary.LittleEndian.PutUint64(w[8:], letters(uint32(v>>32)))
-			b = append(b, w[:n]...)
-			n = 0
-		}
+	v := mix(u + 0x9e3779b97f4a7c15)
+	start := len(b)
+	b = slices.Grow(b, n)[:start+n]
+	dst := b[start:]
+	for ; len(dst) >= 16; dst = dst[16:] {
+		binary.LittleEndian.PutUint64(dst, letters(uint32(v)))
+		binary.LittleEndian.PutUint64(dst[8:], letters(uint32(v>>32)))
+		v = v*6364136223846793005 + 1442695040888963407
+	}
+	if len(dst) > 0 {
+		var w [16]byte
+		binary.LittleEndian.PutUint64(w[:], letters(uint32(v)))
+		binary.LittleEndian.PutUint64(w[8:], letters(uint32(v>>32)))
+		copy(dst, w[:])
 	}
 	return b
 }

@@ -36,11 +36,16 @@ type Workload interface {
 // WorkloadFunc makes a fresh Workload for one configuration's run.
 type WorkloadFunc func() (Workload, error)
 
-// Ramp is a Poisson arrival process whose rate moves linearly from From to
-// To requests per second over Duration.
+// Ramp is an arrival process whose rate moves linearly from From to To
+// requests per second over Duration. Inter-arrival times are Poisson by
+// default; Burstiness makes them gamma-distributed with that shape, as
+// vLLM's benchmark_serving --burstiness does: 1 (or 0) is Poisson, below 1
+// arrivals come in bursts separated by lulls, above 1 they are more even.
+// The mean rate is the same whatever the burstiness.
 type Ramp struct {
-	From, To float64
-	Duration time.Duration
+	From, To   float64
+	Duration   time.Duration
+	Burstiness float64
 }
 
 func (r Ramp) rate(t time.Duration) float64 {
@@ -51,8 +56,36 @@ func (r Ramp) rate(t time.Duration) float64 {
 // next returns the arrival after t, or false past the end.
 func (r Ramp) next(rng *rand.Rand, t time.Duration) (time.Duration, bool) {
 	rate := max(r.rate(t), 1e-3)
-	t += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
+	gap := rng.ExpFloat64()
+	if k := r.Burstiness; k > 0 && k != 1 {
+		gap = gamma(rng, k) / k
+	}
+	t += time.Duration(gap / rate * float64(time.Second))
 	return t, t < r.Duration
+}
+
+// gamma draws from the gamma distribution of shape k and scale 1
+// (Marsaglia and Tsang; shapes below 1 by the boost k+1 and U^(1/k)).
+func gamma(rng *rand.Rand, k float64) float64 {
+	boost := 1.0
+	if k < 1 {
+		boost = math.Pow(1-rng.Float64(), 1/k) // in (0, 1]
+		k++
+	}
+	d := k - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := rng.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := 1 - rng.Float64() // in (0, 1]
+		if math.Log(u) < 0.5*x*x+d-d*v+d*math.Log(v) {
+			return boost * d * v
+		}
+	}
 }
 
 // unit derives a content unit id from a kind and coordinates.
@@ -127,10 +160,10 @@ func (w Tenants) New() Workload {
 
 func (g *tenantsGen) Next() (*Request, bool) {
 	t, ok := g.w.Arrivals.next(g.rng, g.t)
+	g.t = t // past the end, it stays there
 	if !ok {
 		return nil, false
 	}
-	g.t = t
 	bt := g.w.BlockTokens
 	tenant := uint64(g.rng.IntN(g.w.Tenants))
 	ctx := (g.w.ContextTokens + bt - 1) / bt
@@ -220,10 +253,10 @@ func (g *chatGen) newSession() chatSession {
 
 func (g *chatGen) Next() (*Request, bool) {
 	t, ok := g.w.Arrivals.next(g.rng, g.t)
+	g.t = t // past the end, it stays there
 	if !ok {
 		return nil, false
 	}
-	g.t = t
 	bt := g.w.BlockTokens
 	s := &g.sessions[g.rng.IntN(len(g.sessions))]
 	if s.turn > 0 { // the previous answer becomes part of the history
@@ -287,10 +320,10 @@ func (w LoRAMix) New() Workload {
 
 func (g *loraGen) Next() (*Request, bool) {
 	t, ok := g.w.Arrivals.next(g.rng, g.t)
+	g.t = t // past the end, it stays there
 	if !ok {
 		return nil, false
 	}
-	g.t = t
 	bt := g.w.BlockTokens
 	a := g.zipf.Uint64()
 	var units []uint64

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -148,6 +150,37 @@ func TestWorkloadsEndToEnd(t *testing.T) {
 		}
 		if m["approx-prefix"].HitRate <= m["random"].HitRate {
 			t.Errorf("%s: prefix hit rate %.3f ≤ random %.3f", name, m["approx-prefix"].HitRate, m["random"].HitRate)
+		}
+	}
+}
+
+// Burstiness shapes the gaps between arrivals as vLLM's benchmark does:
+// gamma with shape k keeps the mean gap 1/rate and has a coefficient of
+// variation 1/√k (1 for Poisson, larger for burstier traffic).
+func TestRampBurstiness(t *testing.T) {
+	const rate, n = 50.0, 40000
+	for _, k := range []float64{0, 0.25, 1, 4} {
+		r := Ramp{From: rate, To: rate, Duration: time.Hour, Burstiness: k}
+		rng := rand.New(rand.NewPCG(7, uint64(k*100)))
+		var sum, sq float64
+		at := time.Duration(0)
+		for range n {
+			next, ok := r.next(rng, at)
+			if !ok {
+				t.Fatalf("k=%v: ended at %v", k, at)
+			}
+			g := (next - at).Seconds()
+			sum, sq = sum+g, sq+g*g
+			at = next
+		}
+		mean := sum / n
+		cv := math.Sqrt(sq/n-mean*mean) / mean
+		wantCV := 1.0
+		if k > 0 {
+			wantCV = 1 / math.Sqrt(k)
+		}
+		if math.Abs(mean*rate-1) > 0.03 || math.Abs(cv/wantCV-1) > 0.06 {
+			t.Errorf("burstiness %v: mean gap %.4fs (want %.4fs), CV %.3f (want %.3f)", k, mean, 1/rate, cv, wantCV)
 		}
 	}
 }
