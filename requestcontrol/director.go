@@ -219,7 +219,8 @@ type Parsed struct {
 }
 
 // Parse runs the first stage of HandleRequest: it drops the untrusted
-// headers, checks the body's size and parses it. The stage reads no state
+// headers, checks the body's size, parses it and runs the producers'
+// Prepare (Preparer). The stage reads no state
 // that requests change (only the Director's configuration), so a caller
 // may run it ahead of Handle on another goroutine: the simulator parses the
 // next requests while the current one is scheduled. Errors are *Rejection
@@ -241,7 +242,27 @@ func (d *Director) Parse(ctx context.Context, in *Inbound) (_ *Parsed, err error
 	if err != nil {
 		return nil, err
 	}
+	if err := d.prepare(ctx, req); err != nil {
+		return nil, err
+	}
 	return &Parsed{in: in, req: req, parser: parser, sw: sw}, nil
+}
+
+// prepare runs the producers' Prepare (Preparer).
+func (d *Director) prepare(ctx context.Context, req *scheduling.Request) (err error) {
+	name := ""
+	defer func() {
+		if r := recover(); r != nil {
+			err = d.panicked(ctx, name, req.ID, r)
+		}
+	}()
+	for _, p := range d.Producers {
+		if pp, ok := p.Plugin.(Preparer); ok {
+			name = p.Name
+			pp.Prepare(ctx, req)
+		}
+	}
+	return nil
 }
 
 // Handle runs the rest of HandleRequest for a request Parse returned:

@@ -19,6 +19,19 @@ type DataProducer interface {
 	Produce(ctx context.Context, req *scheduling.Request, endpoints []*scheduling.Endpoint) error
 }
 
+// Preparer is implemented by data producers with per-request work that
+// reads only the request and the producer's configuration, such as hashing
+// the prompt. Director.Parse calls Prepare right after parsing, so the work
+// runs in the parse stage, which a caller may run ahead of Handle on
+// another goroutine (the simulator does). Prepare may run concurrently with
+// any hook of other requests; it must not read or write state that other
+// requests change, and it leaves its result on the request (req.Data) for
+// Produce, which must still work when Prepare did not run or the result no
+// longer fits (say, the target model was rewritten after parsing).
+type Preparer interface {
+	Prepare(ctx context.Context, req *scheduling.Request)
+}
+
 // PreRequest runs after the pick, before the request is forwarded: update
 // indexes with what the chosen endpoint will now hold, count in-flight load,
 // set headers (Request.SetHeader). It must not block on I/O. A plugin that

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,12 +23,18 @@ func (l *configList) String() string     { return strings.Join(*l, ",") }
 func (l *configList) Set(s string) error { *l = append(*l, s); return nil }
 
 const simulateSynopsis = `simulate [--config FILE|NAME]... [--servers N] [--workload tenants|chat|lora|FILE.jsonl]
-                [--qps R|FROM:TO] [--duration D] [--seed N] [--out DIR] [--limit N]
-                [--scrape-interval D] [--kv-event-delay D]
+                [--qps R|FROM:TO] [--duration D] [--seed N] [--out DIR | --no-files]
+                [--burstiness K] [--limit N] [--scrape-interval D] [--kv-event-delay D]
 
 With no --config, the built-in demo configurations are compared (random, load,
 approx-prefix, precise-prefix); a NAME is one of those. Without --qps the
-synthetic workloads ramp from 20% to 120% of the cluster's estimated capacity.`
+synthetic workloads ramp from 20% to 120% of the cluster's estimated capacity;
+arrivals are Poisson, or gamma-distributed with --burstiness K (as vLLM's
+benchmark: below 1 comes in bursts, above 1 is more even).
+
+Besides the table, results.json, results.csv, series.json and SVG charts
+(ttft-cdf.svg, load-CONFIG.svg) are written to --out DIR (default
+./simulate-out); --no-files prints the table only.`
 
 // simulate runs the policy simulator (SPEC §11).
 func (c *cli) simulate(args []string) int {
@@ -38,7 +46,9 @@ func (c *cli) simulate(args []string) int {
 	qps := fs.String("qps", "", "arrival rate: R requests/s, or FROM:TO for a linear ramp (trace: replay speed-up factor)")
 	duration := fs.Duration("duration", 60*time.Second, "simulated time of the synthetic workloads")
 	seed := fs.Uint64("seed", 1, "random seed (the same seed gives the same results)")
-	out := fs.String("out", "", "directory for results.json, results.csv and series.json (the charts' data)")
+	out := fs.String("out", "simulate-out", "directory for results.json, results.csv, series.json and the SVG charts")
+	noFiles := fs.Bool("no-files", false, "write no files: print the table only")
+	burst := fs.Float64("burstiness", 1, "synthetic workloads: gamma shape of the gaps between arrivals (1 = Poisson, < 1 = bursty)")
 	limit := fs.Int("limit", 0, "trace: replay at most this many requests (0: all)")
 	scrape := fs.Duration("scrape-interval", sim.DefaultScrapeInterval, "how often servers publish metrics to the picker (staleness)")
 	kvDelay := fs.Duration("kv-event-delay", sim.DefaultKVEventDelay, "how long KV events take to reach a precise prefix producer")
@@ -48,8 +58,16 @@ func (c *cli) simulate(args []string) int {
 	if fs.NArg() > 0 {
 		return c.usageError("simulate: unexpected argument %q", fs.Arg(0))
 	}
-	if *servers <= 0 || *duration <= 0 || *scrape <= 0 || *kvDelay <= 0 {
-		return c.usageError("simulate: --servers, --duration, --scrape-interval and --kv-event-delay must be positive")
+	if *servers <= 0 || *duration <= 0 || *scrape <= 0 || *kvDelay <= 0 || !(*burst > 0) || math.IsInf(*burst, 0) {
+		return c.usageError("simulate: --servers, --duration, --scrape-interval, --kv-event-delay and --burstiness must be positive")
+	}
+	outSet := false
+	fs.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+	switch {
+	case *noFiles && outSet:
+		return c.usageError("simulate: --out and --no-files conflict")
+	case !*noFiles && *out == "":
+		return c.usageError("simulate: --out needs a directory (--no-files writes nothing)")
 	}
 	var configs []sim.Config
 	if len(cfgs) == 0 {
@@ -73,7 +91,7 @@ func (c *cli) simulate(args []string) int {
 		}
 		configs = append(configs, sim.Config{Name: name, Config: cfg})
 	}
-	wl, err := c.simWorkload(*workload, *qps, *servers, *duration, *seed, *limit)
+	wl, err := c.simWorkload(*workload, *qps, *servers, *duration, *seed, *limit, *burst)
 	if err != nil {
 		return c.usageError("simulate: %v", err)
 	}
@@ -88,13 +106,18 @@ func (c *cli) simulate(args []string) int {
 	if err := res.WriteTable(c.stdout); err != nil {
 		return c.fail("%v", err)
 	}
-	if *out != "" {
-		if err := writeResults(*out, res); err != nil {
-			return c.fail("simulate: %v", err)
-		}
-		fmt.Fprintf(c.stdout, "\nWrote results.json, results.csv and series.json to %s\n", *out)
-		fmt.Fprintf(c.stdout, "Charts (PNG): cd sim/charts && go run ./cmd/simcharts %s\n", abs(*out))
+	if *noFiles {
+		return exitOK
 	}
+	charts, err := writeResults(*out, res)
+	if err != nil {
+		return c.fail("simulate: %v", err)
+	}
+	fmt.Fprintf(c.stdout, "\nWrote results.json, results.csv and series.json to %s\nCharts:\n", *out)
+	for _, f := range charts {
+		fmt.Fprintf(c.stdout, "  %s\n", f)
+	}
+	fmt.Fprintf(c.stdout, "Optional PNG versions (gonum/plot, a nested module): cd sim/charts && go run ./cmd/simcharts %s\n", abs(*out))
 	return exitOK
 }
 
@@ -129,7 +152,7 @@ func parseRamp(s string) (from, to float64, ok bool, err error) {
 }
 
 // simWorkload makes the workload factory the flags describe.
-func (c *cli) simWorkload(name, qps string, servers int, d time.Duration, seed uint64, limit int) (sim.WorkloadFunc, error) {
+func (c *cli) simWorkload(name, qps string, servers int, d time.Duration, seed uint64, limit int, burst float64) (sim.WorkloadFunc, error) {
 	from, to, fixed, err := parseRamp(qps)
 	if err != nil {
 		return nil, err
@@ -137,9 +160,9 @@ func (c *cli) simWorkload(name, qps string, servers int, d time.Duration, seed u
 	p := sim.DefaultServerParams()
 	ramp := func(capacity float64) sim.Ramp {
 		if fixed {
-			return sim.Ramp{From: from, To: to, Duration: d}
+			return sim.Ramp{From: from, To: to, Duration: d, Burstiness: burst}
 		}
-		return sim.Ramp{From: 0.2 * capacity, To: 1.2 * capacity, Duration: d}
+		return sim.Ramp{From: 0.2 * capacity, To: 1.2 * capacity, Duration: d, Burstiness: burst}
 	}
 	switch name {
 	case "tenants":
@@ -172,9 +195,11 @@ func (c *cli) simWorkload(name, qps string, servers int, d time.Duration, seed u
 	}, nil
 }
 
-func writeResults(dir string, res *sim.Results) error {
+// writeResults writes the results' files and SVG charts into dir and
+// returns the charts' paths.
+func writeResults(dir string, res *sim.Results) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	for _, o := range []struct {
 		name  string
@@ -182,17 +207,17 @@ func writeResults(dir string, res *sim.Results) error {
 	}{{"results.json", res.WriteJSON}, {"results.csv", res.WriteCSV}, {"series.json", res.WriteSeries}} {
 		f, err := os.Create(filepath.Join(dir, o.name))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		err = o.write(f)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return res.Series().WriteSVG(dir)
 }
 
 // progressBar draws one line on a terminal while the simulation runs; it

@@ -44,15 +44,52 @@ func TestSimulateDemo(t *testing.T) {
 			t.Errorf("ttft %s", c["ttft"])
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "results.csv")); err != nil {
-		t.Error(err)
+	for _, name := range []string{"results.csv", "series.json", "ttft-cdf.svg", "load-random.svg", "load-load.svg",
+		"load-approx-prefix.svg", "load-precise-prefix.svg"} {
+		f := filepath.Join(dir, name)
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if strings.HasSuffix(name, ".svg") {
+			if !bytes.Contains(data, []byte("<polyline")) {
+				t.Errorf("%s draws no line", name)
+			}
+			if !strings.Contains(out.String(), "\n  "+f+"\n") {
+				t.Errorf("output does not list %s:\n%s", f, out.String())
+			}
+		}
+	}
+	if !strings.Contains(out.String(), "cd sim/charts && go run ./cmd/simcharts "+dir) {
+		t.Errorf("output lacks the PNG command:\n%s", out.String())
+	}
+}
+
+// With --no-files nothing is written (not even ./simulate-out, the default
+// --out, which would land in this package's directory).
+func TestSimulateNoFiles(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"simulate", "--config", "random", "--duration", "2s", "--servers", "2", "--no-files"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "random") || strings.Contains(out.String(), "Wrote") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	if _, err := os.Stat("simulate-out"); !os.IsNotExist(err) {
+		t.Errorf("simulate-out exists: %v", err)
+	}
+	errb.Reset()
+	if code := run([]string{"simulate", "-h"}, &out, &errb); code != exitOK || !strings.Contains(errb.String(), `(default "simulate-out")`) ||
+		!strings.Contains(errb.String(), "--no-files") {
+		t.Errorf("help (exit %d) does not give the default --out or --no-files:\n%s", code, errb.String())
 	}
 }
 
 func TestSimulateConfigsAndTrace(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run([]string{"simulate", "--config", "testdata/config.yaml", "--config", "approx-prefix",
-		"--workload", "../../sim/testdata/mooncake.jsonl", "--servers", "2"}, &out, &errb)
+		"--workload", "../../sim/testdata/mooncake.jsonl", "--servers", "2", "--no-files"}, &out, &errb)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -61,12 +98,26 @@ func TestSimulateConfigsAndTrace(t *testing.T) {
 	}
 }
 
+// Bursty arrivals (gamma, shape 0.3) on a small chat workload run.
+func TestSimulateBursty(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"simulate", "--config", "load", "--workload", "chat", "--servers", "2",
+		"--duration", "5s", "--burstiness", "0.3", "--no-files"}, &out, &errb)
+	if code != exitOK || !strings.Contains(out.String(), "load") {
+		t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
+	}
+}
+
 func TestSimulateUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"simulate", "--workload", "nope"},
 		{"simulate", "--qps", "x"},
 		{"simulate", "--servers", "0"},
+		{"simulate", "--burstiness", "0"},
+		{"simulate", "--burstiness", "NaN"},
 		{"simulate", "extra"},
+		{"simulate", "--out", ""},
+		{"simulate", "--out", t.TempDir(), "--no-files"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != exitUsage {
@@ -74,7 +125,7 @@ func TestSimulateUsage(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	if code := run([]string{"simulate", "--config", "testdata/bad-config.yaml"}, &out, &errb); code != exitFail {
+	if code := run([]string{"simulate", "--config", "testdata/bad-config.yaml", "--no-files"}, &out, &errb); code != exitFail {
 		t.Errorf("bad config: exit %d: %s", code, errb.String())
 	}
 }

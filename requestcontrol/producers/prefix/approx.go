@@ -33,6 +33,7 @@ type Approx struct {
 	once    sync.Once
 	name    string
 	key     plugins.Key[*scheduling.PrefixMatch]
+	prepKey plugins.Key[*prepared]
 	index   *kvindex.PrefixIndex
 	caps    sync.Map // endpoint host:port → capacity last set
 	removed sync.Map // host:port of endpoints that left the pool → struct{}
@@ -43,6 +44,7 @@ type Approx struct {
 var (
 	_ requestcontrol.DataProducer = (*Approx)(nil)
 	_ requestcontrol.PreRequest   = (*Approx)(nil)
+	_ requestcontrol.Preparer     = (*Approx)(nil)
 	_ datalayer.EndpointListener  = (*Approx)(nil)
 )
 
@@ -90,6 +92,7 @@ func (p *Approx) ready() {
 			p.name = scheduling.DefaultPrefixProducer
 		}
 		p.key = scheduling.PrefixMatchKey(p.name)
+		p.prepKey = plugins.NewKey[*prepared](p.name + "/prepared")
 		p.index = kvindex.NewPrefixIndex(kvindex.PrefixIndexConfig{DefaultCapacity: p.LRUCapacityPerServer})
 	})
 }
@@ -151,7 +154,11 @@ func (p *Approx) Produce(_ context.Context, req *scheduling.Request, eps []*sche
 	defer scratchPool.Put(sc)
 
 	m := &scheduling.PrefixMatch{BlockTokens: bt, Endpoints: eps}
-	m.Blocks = HashRequest(&sc.hasher, nil, req, bt, p.maxBlocks(bt))
+	if pr, ok := plugins.Get(&req.Data, p.prepKey); ok && pr.fits(req, bt, p.maxBlocks(bt)) {
+		m.Blocks = pr.hashes
+	} else {
+		m.Blocks = HashRequest(&sc.hasher, nil, req, bt, p.maxBlocks(bt))
+	}
 	m.TotalBlocks = len(m.Blocks)
 	m.Matched = make([]float64, len(eps))
 	if m.TotalBlocks > 0 {
@@ -168,6 +175,31 @@ func (p *Approx) Produce(_ context.Context, req *scheduling.Request, eps []*sche
 	}
 	plugins.Set(&req.Data, p.key, m)
 	return nil
+}
+
+// prepared are a request's block hashes computed by Prepare, with what
+// they depend on besides the body.
+type prepared struct {
+	model      string
+	bt, blocks int
+	hashes     []uint64
+}
+
+func (pr *prepared) fits(req *scheduling.Request, bt, maxBlocks int) bool {
+	return pr.model == req.TargetModel && pr.bt == bt && pr.blocks == maxBlocks
+}
+
+// Prepare hashes the prompt in the parse stage (requestcontrol.Preparer)
+// with the block size in use; Produce uses the hashes unless the block size
+// or the target model changed in between.
+func (p *Approx) Prepare(_ context.Context, req *scheduling.Request) {
+	p.ready()
+	bt := p.BlockTokens()
+	mb := p.maxBlocks(bt)
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	plugins.Set(&req.Data, p.prepKey, &prepared{model: req.TargetModel, bt: bt, blocks: mb,
+		hashes: HashRequest(&sc.hasher, nil, req, bt, mb)})
 }
 
 // HashRequest appends the chained block hashes of req's prompt to dst: the

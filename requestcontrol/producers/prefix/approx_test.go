@@ -267,3 +267,28 @@ func FuzzHashRequestSplit(f *testing.F) {
 		}
 	})
 }
+
+// Hashes prepared in the parse stage are the ones Produce would compute,
+// and Produce hashes again when the target model changed since.
+func TestPrepareMatchesProduce(t *testing.T) {
+	p := newProducer(t, "")
+	eps := schedulingtest.Eps(schedulingtest.Ep("a"), schedulingtest.Ep("b"))
+	long := strings.Repeat("a shared system prompt ", 100)
+	pick(p, chat("m", long, "first"), eps[0], nil)
+
+	plain := match(t, p, chat("m", long, "second"), eps)
+	prepared := chat("m", long, "second")
+	p.Prepare(ctx, prepared)
+	if got := match(t, p, prepared, eps); !slices.Equal(got.Blocks, plain.Blocks) || !slices.Equal(got.Matched, plain.Matched) {
+		t.Fatalf("prepared: blocks %v matched %v; produced: blocks %v matched %v", got.Blocks, got.Matched, plain.Blocks, plain.Matched)
+	}
+
+	rewritten := chat("m", long, "second")
+	p.Prepare(ctx, rewritten)
+	rewritten.TargetModel = "m-lora"
+	fresh := chat("m", long, "second")
+	fresh.TargetModel = "m-lora"
+	if got, want := match(t, p, rewritten, eps), match(t, p, fresh, eps); !slices.Equal(got.Blocks, want.Blocks) || slices.Equal(got.Blocks, plain.Blocks) {
+		t.Fatal("Produce used hashes prepared for another target model")
+	}
+}
