@@ -12,12 +12,19 @@
 // scrapes, KV-event deliveries) are kept in a heap ordered by virtual time
 // and then by scheduling order, so the same Options and seed give
 // byte-identical results. Plugins get the virtual clock and seeded random
-// sources through config.Options. Every request goes through
-// Director.HandleRequest as a /v1/completions body; admission and rejections
+// sources through config.Options. Every request goes through the Director
+// as a /v1/completions body: its first stage (Director.Parse: parsing, and
+// producers' request-only work such as prompt hashing) runs ahead on a
+// second goroutine, which reads no simulated state, and its second stage
+// (Director.Handle: admission, producers, scheduling, pre-request hooks)
+// runs in the event loop at the request's arrival. Admission and rejections
 // happen as in production; the response (with its usage, cached tokens
 // included) goes back through the Exchange, so in-flight accounting and
-// response hooks run too. The flowControl feature gate is not supported yet:
-// its dispatcher runs in wall-clock time.
+// response hooks run too. With the flowControl feature gate on, requests
+// wait in the real flow controller: the simulator leaves its background
+// dispatcher stopped and dispatches, one item at a time in virtual time,
+// after every arrival, engine step and scrape; a request's TTFT includes
+// its wait at the gateway, and what waits past its TTL is rejected.
 //
 // # The servers
 //
@@ -38,8 +45,9 @@
 // unreferenced blocks stay cached on a free queue until evicted, least
 // recently freed first and, within a request, tail first. When a decoding
 // sequence needs a block and none is free, the most recently admitted
-// sequence is preempted and later recomputed. Output blocks are not added
-// to the prefix cache. LoRA adapters occupy MaxLoRAs slots; a request whose
+// sequence is preempted and later recomputed. An answer's full blocks are
+// cached too when a later prompt repeats it (Request.OutputUnits: the next
+// turn of a chat). LoRA adapters occupy MaxLoRAs slots; a request whose
 // adapter is not loaded loads it into a free or idle slot, or waits.
 //
 // Servers publish their metrics (waiting, running, KV usage, LoRA, block
@@ -57,7 +65,9 @@
 // the KV events all agree on what is shared. Tenants is BENCHMARKS.md P7's
 // shared-prefix workload; Chat has multi-turn sessions whose prompts grow;
 // LoRAMix spreads requests over adapters; Mooncake replays a Mooncake JSONL
-// trace, streamed. Arrivals are Poisson with a linear rate Ramp.
+// trace, streamed. Arrivals follow a linear rate Ramp, Poisson or, with
+// Ramp.Burstiness, gamma-distributed gaps (bursts and lulls at the same mean
+// rate, as vLLM's benchmark_serving --burstiness).
 //
 // # Results
 //
@@ -65,6 +75,8 @@
 // tokens/s, the engine-side prefix-cache hit rate (cached prompt tokens
 // over prompt tokens: the truth, not a scorer's estimate), per-server
 // request counts and rejections. Results writes the side-by-side table,
-// SPEC §10's results.json, CSV, and the chart data that the nested module
-// sim/charts draws as PNG images.
+// SPEC §10's results.json, CSV, and the chart data (Series); Series.WriteSVG
+// draws the charts (TTFT CDF, per-server load over time) as SVG images with
+// the standard library, and the nested module sim/charts draws them as PNG
+// images with gonum/plot.
 package sim

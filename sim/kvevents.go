@@ -27,18 +27,25 @@ type kvEvents struct {
 
 // stored records that block i of q's prompt entered the cache.
 func (e *kvEvents) stored(q *seq, i, blockTokens int) {
-	e.flushRemoved(q.req.Model)
-	ev := kvindex.Event{Kind: kvindex.BlockStored, BlockHashes: []uint64{q.hashes[i]}, BlockSize: blockTokens,
-		Medium: kvindex.MediumGPU, TokenIDs: make([]uint32, blockTokens)}
-	if i > 0 {
-		ev.ParentHash, ev.HasParent = q.hashes[i-1], true
+	parent, hasParent := uint64(0), i > 0
+	if hasParent {
+		parent = q.hashes[i-1]
 	}
-	e.toks = appendUnit(e.toks[:0], q.req.Units[i], 4*blockTokens)
+	e.storedBlock(q.req.Model, q.hashes[i], parent, hasParent, q.req.Units[i], blockTokens)
+}
+
+// storedBlock records that the block of content unit u, under hash h,
+// entered the cache.
+func (e *kvEvents) storedBlock(model string, h, parent uint64, hasParent bool, u uint64, blockTokens int) {
+	e.flushRemoved(model)
+	ev := kvindex.Event{Kind: kvindex.BlockStored, BlockHashes: []uint64{h}, BlockSize: blockTokens,
+		Medium: kvindex.MediumGPU, TokenIDs: make([]uint32, blockTokens), ParentHash: parent, HasParent: hasParent}
+	e.toks = appendUnit(e.toks[:0], u, 4*blockTokens)
 	for k := range ev.TokenIDs {
 		ev.TokenIDs[k] = binary.LittleEndian.Uint32(e.toks[4*k:])
 	}
 	e.events = append(e.events, ev)
-	e.models = append(e.models, q.req.Model)
+	e.models = append(e.models, model)
 }
 
 // flushRemoved turns the evictions collected so far into a BlockRemoved.

@@ -297,6 +297,7 @@ func (s *server) finishStep(now time.Duration) {
 		q.chunk = 0
 		if q.generated >= q.req.OutputTokens && q.prefilled >= q.target {
 			q.done = now
+			s.cacheOutput(q)
 			s.release(q)
 			s.finished = append(s.finished, q)
 			continue
@@ -305,6 +306,30 @@ func (s *server) finishStep(now time.Duration) {
 	}
 	clear(s.running[len(keep):])
 	s.running = keep
+}
+
+// cacheOutput caches the full blocks of q's answer (Request.OutputUnits)
+// under the chained hashes a later prompt repeating it will have.
+func (s *server) cacheOutput(q *seq) {
+	r, bt := q.req, s.p.BlockTokens
+	n := r.PromptTokens / bt
+	if len(r.OutputUnits) == 0 || r.PromptTokens%bt != 0 || len(q.hashes) != n {
+		return
+	}
+	prev, parent := strHash(r.Model), false
+	if n > 0 {
+		prev, parent = q.hashes[n-1], true
+	}
+	for j, u := range r.OutputUnits[:min(len(r.OutputUnits), q.generated/bt)] {
+		if n+j >= len(q.blocks) {
+			break
+		}
+		h := mix(prev ^ mix(u+0x9e3779b97f4a7c15))
+		if s.kv.register(q.blocks[n+j], h) && s.events != nil {
+			s.events.storedBlock(r.Model, h, prev, parent, u, bt)
+		}
+		prev, parent = h, true
+	}
 }
 
 func (s *server) release(q *seq) {

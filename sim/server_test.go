@@ -139,3 +139,26 @@ func TestServerPreemption(t *testing.T) {
 		t.Errorf("generated %d and %d, want 40", q1.generated, q2.generated)
 	}
 }
+
+// A chat turn's answer is cached like its prompt: the next turn, whose
+// prompt repeats the answer, finds both in the cache.
+func TestServerCachesTheAnswer(t *testing.T) {
+	s := newServer(testParams(100), DefaultModel)
+	prompt, answer := units(1, 4), units(7, 2)
+	first := req(prompt, 64, 40) // 40 tokens: two full answer blocks and a partial one
+	first.OutputUnits = answer
+	serve(t, s, 0, first)
+	next := append(append(append([]uint64(nil), prompt...), answer...), units(8, 2)...)
+	q := serve(t, s, 10*time.Millisecond, req(next, 128, 1))
+	if want := 16 * (len(prompt) + len(answer)); q.cached != want {
+		t.Errorf("cached %d tokens, want %d (prompt and answer)", q.cached, want)
+	}
+	// An answer after a prompt that ends mid-block is not cached.
+	s = newServer(testParams(100), DefaultModel)
+	odd := req(prompt, 60, 40)
+	odd.OutputUnits = answer
+	serve(t, s, 0, odd)
+	if got := s.kv.cached.len(); got != 3 {
+		t.Errorf("%d blocks cached, want the 3 full prompt blocks", got)
+	}
+}

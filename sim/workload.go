@@ -24,6 +24,12 @@ type Request struct {
 	Units        []uint64
 	PromptTokens int
 	OutputTokens int
+	// OutputUnits, when set, are the content units of the answer as a
+	// later request's prompt repeats them (the next turn of a chat): the
+	// server caches the answer's full blocks under the hashes that prompt
+	// will have, as vLLM caches the blocks it generates. They count only
+	// when the prompt is a whole number of blocks.
+	OutputUnits []uint64
 }
 
 // Workload produces requests in arrival order. Next returns false at the
@@ -270,6 +276,9 @@ func (g *chatGen) Next() (*Request, bool) {
 	s.turn++
 	r := &Request{Arrival: t, Model: g.w.Model, Units: append([]uint64(nil), s.units...),
 		PromptTokens: len(s.units) * bt, OutputTokens: g.w.OutputTokens}
+	for j := range g.w.OutputTokens / bt { // the answer, as the next turn repeats it
+		r.OutputUnits = append(r.OutputUnits, unit(5, s.id, uint64(s.turn<<20|j)))
+	}
 	if s.turn >= g.w.Turns {
 		*s = g.newSession()
 	}
