@@ -29,8 +29,12 @@ type kvBlock struct {
 	hash       uint64
 	ref        int32
 	prev, next int32 // free-list links; -1 = none
-	hashed     bool
-	onFree     bool
+	// child is a hint: the block that held the next block of the last
+	// chain registered or matched through this one. match checks it before
+	// the table: the blocks of a shared prefix follow each other.
+	child  int32
+	hashed bool
+	onFree bool
 }
 
 // kvPool recycles caches between runs: a cache is megabytes, and touching
@@ -95,7 +99,22 @@ func (c *kvCache) match(ids []int32, hashes []uint64) []int32 {
 			break
 		}
 	}
-	for _, h := range hashes[len(ids):] {
+	for k := len(ids); k < len(hashes); k++ {
+		h := hashes[k]
+		if k > 0 {
+			parent := &c.blocks[ids[k-1]]
+			if i := parent.child; c.holds(i, h) {
+				ids = append(ids, i)
+				continue
+			}
+			i := c.cached.get(h)
+			if i < 0 {
+				break
+			}
+			parent.child = i
+			ids = append(ids, i)
+			continue
+		}
 		i := c.cached.get(h)
 		if i < 0 {
 			break
@@ -103,6 +122,12 @@ func (c *kvCache) match(ids []int32, hashes []uint64) []int32 {
 		ids = append(ids, i)
 	}
 	return ids
+}
+
+// holds reports whether block i holds hash h.
+func (c *kvCache) holds(i int32, h uint64) bool {
+	b := &c.blocks[i]
+	return b.hashed && b.hash == h
 }
 
 // acquire takes a reference on each of the blocks ids (from match).
@@ -149,13 +174,17 @@ func (c *kvCache) alloc(dst []int32, n int) ([]int32, bool) {
 }
 
 // register records block i as holding the prefix hash h, unless another
-// block already does; it reports whether it did.
-func (c *kvCache) register(i int32, h uint64) bool {
+// block already does; it reports whether it did. parent is the block of the
+// chain's previous hash (-1 for none), whose child hint it sets.
+func (c *kvCache) register(i, parent int32, h uint64) bool {
 	b := &c.blocks[i]
 	if b.hashed || !c.cached.put(h, i) {
 		return false
 	}
 	b.hash, b.hashed = h, true
+	if parent >= 0 {
+		c.blocks[parent].child = i
+	}
 	return true
 }
 

@@ -135,6 +135,7 @@ func (s *server) queued() int { return len(s.waiting) - s.wHead }
 // enqueue adds a request to the waiting queue.
 func (s *server) enqueue(q *seq) {
 	q.target = q.req.PromptTokens
+	q.blocks = make([]int32, 0, s.blocksFor(q.req.PromptTokens+q.req.OutputTokens))
 	s.waiting = append(s.waiting, q)
 }
 
@@ -282,7 +283,7 @@ func (s *server) finishStep(now time.Duration) {
 				// The prompt's full blocks are now computed: cache those not
 				// taken from the cache.
 				for i := q.hit; i < len(q.hashes) && i < len(q.blocks); i++ {
-					if s.kv.register(q.blocks[i], q.hashes[i]) && s.events != nil {
+					if s.kv.register(q.blocks[i], parentOf(q.blocks, i), q.hashes[i]) && s.events != nil {
 						s.events.stored(q, i, s.p.BlockTokens)
 					}
 				}
@@ -325,11 +326,19 @@ func (s *server) cacheOutput(q *seq) {
 			break
 		}
 		h := mix(prev ^ mix(u+0x9e3779b97f4a7c15))
-		if s.kv.register(q.blocks[n+j], h) && s.events != nil {
+		if s.kv.register(q.blocks[n+j], parentOf(q.blocks, n+j), h) && s.events != nil {
 			s.events.storedBlock(r.Model, h, prev, parent, u, bt)
 		}
 		prev, parent = h, true
 	}
+}
+
+// parentOf returns the block before blocks[i], or -1.
+func parentOf(blocks []int32, i int) int32 {
+	if i == 0 {
+		return -1
+	}
+	return blocks[i-1]
 }
 
 func (s *server) release(q *seq) {
