@@ -6,7 +6,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # minimizing a new input, go test can fail with "context deadline exceeded".
 FUZZTIME ?= 50000x
 
-.PHONY: test vet fmt fuzz bench
+.PHONY: test vet fmt fuzz bench docs
 
 test: fmt vet
 	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
@@ -32,3 +32,8 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./benchmarks/ ./kvindex/ ./scheduling/...
+
+# The generated documentation: the plugin catalogue from the registry's
+# metadata. go test ./cmd/eppkit fails while docs/plugins.md is stale.
+docs:
+	$(GO) run ./cmd/eppkit plugins --output markdown > docs/plugins.md

@@ -15,6 +15,7 @@ type FlowKey struct {
 	Priority int    // higher is served first; below 0 is sheddable
 }
 
+// String returns "ID@Priority", the form flows have in logs and traces.
 func (k FlowKey) String() string { return fmt.Sprintf("%s@%d", k.ID, k.Priority) }
 
 // Outcome is how an item left (or did not yet leave) the queue. Every
@@ -33,6 +34,7 @@ const (
 
 var outcomeNames = [...]string{"pending", "dispatched", "rejected", "expired", "cancelled", "drained"}
 
+// String returns the outcome's lower-case name ("dispatched", "expired", ...).
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
 		return outcomeNames[o]
@@ -42,19 +44,20 @@ func (o Outcome) String() string {
 
 // Errors of the controller. Every error it returns wraps one of them.
 var (
-	// ErrAtCapacity: the item would exceed a band's or the global maxRequests
-	// or maxBytes (429 rejected-saturated).
+	// ErrAtCapacity means the item would exceed a band's or the global
+	// maxRequests or maxBytes (429 rejected-saturated).
 	ErrAtCapacity = errors.New("flowcontrol: queue at capacity")
-	// ErrExpired: the item waited its TTL (or reached its own Deadline)
+	// ErrExpired means the item waited its TTL (or reached its own Deadline)
 	// without being dispatched (429 rejected-ttl-expired).
 	ErrExpired = errors.New("flowcontrol: request expired in the queue")
 	// ErrNoEndpoints is wrapped together with ErrExpired when the item
 	// expired while the pool had no endpoints (503 rejected-no-endpoints).
 	ErrNoEndpoints = errors.New("flowcontrol: the pool has no endpoints")
-	// ErrCancelled: the caller's context was cancelled while the item waited
-	// (503 rejected-context-cancelled).
+	// ErrCancelled means the caller's context was cancelled while the item
+	// waited (503 rejected-context-cancelled).
 	ErrCancelled = errors.New("flowcontrol: request cancelled while queued")
-	// ErrShuttingDown: the controller is closed (503 rejected-shutting-down).
+	// ErrShuttingDown means the controller is closed (503
+	// rejected-shutting-down).
 	ErrShuttingDown = errors.New("flowcontrol: controller shutting down")
 )
 

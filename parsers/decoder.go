@@ -32,6 +32,7 @@ const (
 
 var kindNames = [...]string{"no value", "null", "a boolean", "a number", "a string", "an array", "an object"}
 
+// String names the kind as an error message would ("a string", "an object").
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]

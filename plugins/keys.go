@@ -27,6 +27,7 @@ func (k Key[T]) KeyName() string { return k.name }
 // KeyType returns T.
 func (k Key[T]) KeyType() reflect.Type { return reflect.TypeFor[T]() }
 
+// String returns "name (type)", e.g. "prefix-match/p (*scheduling.PrefixMatch)".
 func (k Key[T]) String() string { return fmt.Sprintf("%s (%v)", k.name, k.KeyType()) }
 
 // Values is a small typed key-value store: per-request state or endpoint

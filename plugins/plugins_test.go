@@ -106,6 +106,40 @@ func TestParamsDocs(t *testing.T) {
 	}
 }
 
+// nested has a mapping parameter; its fields' defaults come from the
+// parent's default.
+type nested struct {
+	Conn struct {
+		Addr    string           `json:"addr" doc:"where to connect"`
+		Timeout plugins.Duration `json:"timeout" doc:"dial timeout"`
+	} `json:"conn" doc:"connection settings"`
+}
+
+func (n *nested) SetDefaults() { n.Conn.Addr = "localhost:6379" }
+
+func TestParamsMappingFieldsFormulaGoType(t *testing.T) {
+	r := plugins.NewRegistry()
+	plugins.Register[*nested](r, "nested", plugins.Formula("1 − x"))
+	info, _ := r.Lookup("nested")
+	ps := info.Params()
+	if len(ps) != 1 || ps[0].Name != "conn" || len(ps[0].Fields) != 2 {
+		t.Fatalf("params = %+v, want conn with two fields", ps)
+	}
+	addr, timeout := ps[0].Fields[0], ps[0].Fields[1]
+	if addr.Name != "addr" || addr.Default != `"localhost:6379"` || addr.Doc != "where to connect" {
+		t.Errorf("conn.addr = %+v", addr)
+	}
+	if timeout.Type != "plugins.Duration" || timeout.Fields != nil {
+		t.Errorf("a Duration is a value, not a mapping: %+v", timeout)
+	}
+	if info.Formula != "1 − x" {
+		t.Errorf("formula = %q", info.Formula)
+	}
+	if got := info.GoType().String(); got != "*plugins_test.nested" {
+		t.Errorf("GoType = %s", got)
+	}
+}
+
 func TestValues(t *testing.T) {
 	kInt := plugins.NewKey[int]("n")
 	kStr := plugins.NewKey[string]("s")

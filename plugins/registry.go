@@ -25,40 +25,69 @@ type Info struct {
 	Category    string // e.g. "scorer", "filter", "picker", "profile-handler", "producer", "parser"
 	Stability   string // "stable", "beta" or "alpha"
 	Description string
+	// Formula is the plugin's rule in one line of plain math, e.g. a
+	// scorer's "(maxW − W)/(maxW − minW)"; empty when a sentence says it all.
+	Formula string
 	// DefaultFor lists the data keys this type produces when nobody configured a
 	// producer for them; the graph auto-creates an instance named after the type.
 	DefaultFor []string
 	goType     reflect.Type // the struct type (not the pointer)
 }
 
+// GoType returns the Go type the plugin type was registered with: a pointer
+// to the plugin's struct, e.g. *scorers.Queue.
+func (i *Info) GoType() reflect.Type { return reflect.PointerTo(i.goType) }
+
 // Params describes the plugin's parameters, derived from its struct fields:
-// the json name, the Go type, the default (after SetDefaults) and the `doc` tag.
+// the json name, the Go type, the default (after SetDefaults) and the `doc`
+// tag. A parameter that is itself a struct (a YAML mapping) lists its own
+// fields in Fields, the same way.
 func (i *Info) Params() []Param {
 	v := reflect.New(i.goType)
 	if d, ok := v.Interface().(Defaulter); ok {
 		d.SetDefaults()
 	}
+	return params(v.Elem())
+}
+
+// params describes the json-visible fields of the struct value v.
+func params(v reflect.Value) []Param {
 	var out []Param
-	for n := 0; n < i.goType.NumField(); n++ {
-		f := i.goType.Field(n)
+	t := v.Type()
+	for n := 0; n < t.NumField(); n++ {
+		f := t.Field(n)
 		name, ok := jsonName(f)
 		if !ok {
 			continue
 		}
-		def := v.Elem().FieldByIndex(f.Index)
+		def := v.FieldByIndex(f.Index)
 		p := Param{Name: name, Type: f.Type.String(), Doc: f.Tag.Get("doc")}
 		if !def.IsZero() {
 			b, _ := json.Marshal(def.Interface())
 			p.Default = string(b)
+		}
+		if isMapping(f.Type) {
+			p.Fields = params(def)
 		}
 		out = append(out, p)
 	}
 	return out
 }
 
+// isMapping reports whether a parameter of type t is a struct decoded field
+// by field (not a value with its own JSON form, like Duration).
+func isMapping(t reflect.Type) bool {
+	return t.Kind() == reflect.Struct &&
+		!t.Implements(reflect.TypeFor[json.Unmarshaler]()) &&
+		!reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]())
+}
+
 // Param documents one plugin parameter.
 type Param struct {
 	Name, Type, Default, Doc string
+	// Fields are the parameter's own fields when it is a mapping (a struct),
+	// with their defaults taken from the parameter's default.
+	Fields []Param
 }
 
 func jsonName(f reflect.StructField) (string, bool) {
@@ -87,6 +116,9 @@ func Stability(s string) Option { return func(i *Info) { i.Stability = s } }
 
 // Description sets the plugin's one-line description.
 func Description(d string) Option { return func(i *Info) { i.Description = d } }
+
+// Formula sets the plugin's rule in one line of math (Info.Formula).
+func Formula(f string) Option { return func(i *Info) { i.Formula = f } }
 
 // DefaultFor marks the type as the default producer of the given data keys.
 func DefaultFor(keys ...AnyKey) Option {

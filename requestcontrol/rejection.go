@@ -33,6 +33,7 @@ type Rejection struct {
 	Err    error
 }
 
+// Error returns "STATUS REASON: cause", or "STATUS: cause" without a reason.
 func (r *Rejection) Error() string {
 	if r.Reason != "" {
 		return fmt.Sprintf("%d %s: %v", r.Status, r.Reason, r.Err)
@@ -40,6 +41,7 @@ func (r *Rejection) Error() string {
 	return fmt.Sprintf("%d: %v", r.Status, r.Err)
 }
 
+// Unwrap returns the cause, so errors.Is sees the sentinel behind a rejection.
 func (r *Rejection) Unwrap() error { return r.Err }
 
 // Headers returns the response headers of the rejection: the drop reason,

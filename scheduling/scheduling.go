@@ -139,10 +139,11 @@ func (r *Result) Get(profile string) *ProfileResult {
 
 // Errors of a scheduling cycle.
 var (
-	// ErrNoCandidates: the request had no candidate endpoints (503).
+	// ErrNoCandidates means the request had no candidate endpoints (503).
 	ErrNoCandidates = errors.New("scheduling: no candidate endpoints")
-	// ErrAllFiltered: the filters removed every endpoint (429).
+	// ErrAllFiltered means the filters removed every endpoint (429).
 	ErrAllFiltered = errors.New("scheduling: filters removed every endpoint")
-	// ErrUnknownProfile: a profile handler asked for a profile that does not exist.
+	// ErrUnknownProfile means a profile handler asked for a profile that does
+	// not exist.
 	ErrUnknownProfile = errors.New("scheduling: unknown profile")
 )

@@ -2,7 +2,7 @@
 // the plugin types, check a configuration and print what will actually run,
 // and schedule one request offline with an explanation of the decision.
 //
-//	eppkit plugins [--output text|json]
+//	eppkit plugins [--output text|json|markdown]
 //	eppkit config check FILE
 //	eppkit schedule --endpoints FILE --request FILE [--config FILE] [--path P]
 //	                [--explain] [--seed N] [--header "k: v"]... [--output text|json]

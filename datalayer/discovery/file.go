@@ -45,7 +45,8 @@ type File struct {
 
 var _ datalayer.Source = (*File)(nil)
 
-// SetDefaults: check every second, files up to 1 MiB.
+// SetDefaults sets the defaults before the parameters are decoded: check
+// the file every second, read files up to 1 MiB.
 func (f *File) SetDefaults() {
 	f.WatchInterval = plugins.Duration(time.Second)
 	f.MaxBytes = 1 << 20

@@ -65,8 +65,9 @@ var (
 	_ datalayer.Typed            = (*Source)(nil)
 )
 
-// SetDefaults: http, /metrics, certificates not verified, every 50ms, 1s
-// timeout, 32 workers, 4 MiB bodies.
+// SetDefaults sets the defaults before the parameters are decoded: http,
+// /metrics, certificates not verified (an engine's metrics endpoint), every
+// 50ms, 1s timeout, 32 workers, 4 MiB bodies.
 func (s *Source) SetDefaults() {
 	s.Scheme = "http"
 	s.Path = "/metrics"

@@ -70,7 +70,8 @@ var (
 	_ datalayer.Typed      = (*Extractor)(nil)
 )
 
-// SetDefaults: http, /v1/models, every 5s, 2s timeout, 4 workers, 1 MiB.
+// SetDefaults sets the defaults before the parameters are decoded: http,
+// /v1/models, every 5s, 2s timeout, 4 workers, 1 MiB bodies.
 func (s *Source) SetDefaults() {
 	s.Scheme = "http"
 	s.Path = "/v1/models"

@@ -58,11 +58,19 @@ func TestEveryType(t *testing.T) {
 			if info.Description == "" {
 				t.Error("no description")
 			}
-			for _, p := range info.Params() {
-				if p.Doc == "" {
-					t.Errorf("parameter %q has no doc tag", p.Name)
+			if info.Category == std.CategoryScorer && info.Formula == "" {
+				t.Error("a scorer without a formula: register it with plugins.Formula (the catalogue prints it)")
+			}
+			var checkDocs func(prefix string, ps []plugins.Param)
+			checkDocs = func(prefix string, ps []plugins.Param) {
+				for _, p := range ps {
+					if p.Doc == "" {
+						t.Errorf("parameter %q has no doc tag (the catalogue docs/plugins.md prints it)", prefix+p.Name)
+					}
+					checkDocs(prefix+p.Name+".", p.Fields)
 				}
 			}
+			checkDocs("", info.Params())
 		})
 	}
 }
