@@ -20,7 +20,6 @@ import (
 // TODO(lead): empty this list once that work has landed, then fix what
 // TestDocComments reports there.
 var docExempt = []string{
-	"sim",
 	"kvindex",
 	"requestcontrol/producers",
 }
