@@ -34,7 +34,10 @@ type kvBlock struct {
 	// the table: the blocks of a shared prefix follow each other.
 	child  int32
 	hashed bool
-	onFree bool
+	// private marks a hashed block that is not in the table: its content
+	// is in no other prompt (Request.Unique).
+	private bool
+	onFree  bool
 }
 
 // kvPool recycles caches between runs: a cache is megabytes, and touching
@@ -161,8 +164,10 @@ func (c *kvCache) alloc(dst []int32, n int) ([]int32, bool) {
 		}
 		b := &c.blocks[i]
 		if b.hashed {
-			c.cached.del(b.hash)
-			b.hashed = false
+			if !b.private {
+				c.cached.del(b.hash)
+			}
+			b.hashed, b.private = false, false
 			if c.removed != nil {
 				*c.removed = append(*c.removed, b.hash)
 			}
@@ -186,6 +191,29 @@ func (c *kvCache) register(i, parent int32, h uint64) bool {
 		c.blocks[parent].child = i
 	}
 	return true
+}
+
+// registerPrivate records block i as holding hash h, which no other
+// prompt has: cached (evicted and reported as any block) but not indexed.
+func (c *kvCache) registerPrivate(i int32, h uint64) {
+	b := &c.blocks[i]
+	b.hash, b.hashed, b.private = h, true, true
+}
+
+// unprivate indexes the private blocks among ids: a preempted request's
+// recompute can hit its own blocks, as in the engine.
+func (c *kvCache) unprivate(ids []int32) {
+	for k, i := range ids {
+		if b := &c.blocks[i]; b.private {
+			b.private = false
+			if !c.cached.put(b.hash, i) {
+				b.hashed = false // cannot happen: the content is unique
+			}
+			if k > 0 {
+				c.blocks[ids[k-1]].child = i
+			}
+		}
+	}
 }
 
 // release drops one reference from each block, tail first, so the free

@@ -282,8 +282,14 @@ func (s *server) finishStep(now time.Duration) {
 			if q.prefilled >= q.target {
 				// The prompt's full blocks are now computed: cache those not
 				// taken from the cache.
+				unique := len(q.req.Units) - q.req.Unique
 				for i := q.hit; i < len(q.hashes) && i < len(q.blocks); i++ {
-					if s.kv.register(q.blocks[i], parentOf(q.blocks, i), q.hashes[i]) && s.events != nil {
+					if i >= unique {
+						s.kv.registerPrivate(q.blocks[i], q.hashes[i])
+					} else if !s.kv.register(q.blocks[i], parentOf(q.blocks, i), q.hashes[i]) {
+						continue
+					}
+					if s.events != nil {
 						s.events.stored(q, i, s.p.BlockTokens)
 					}
 				}
@@ -365,6 +371,7 @@ func (s *server) preempt(q *seq) {
 			break
 		}
 	}
+	s.kv.unprivate(q.blocks) // its recompute may hit its own blocks
 	s.release(q)
 	q.target = q.req.PromptTokens + q.generated
 	q.prefilled, q.chunk = 0, 0

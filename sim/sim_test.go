@@ -167,3 +167,43 @@ schedulingProfiles:
 		}
 	}
 }
+
+// Request.Unique only saves work: the same tenants run (overloaded, so
+// servers evict and preempt) gives the same results with the claim and
+// without it.
+func TestUniqueIsOnlyAnOptimization(t *testing.T) {
+	w := DemoTenants(2, 20*time.Second, 5)
+	w.Arrivals.To *= 1.5
+	run := func(strip bool) []byte {
+		wl := func() (Workload, error) {
+			g := w.New()
+			if !strip {
+				return g, nil
+			}
+			return workloadFunc(func() (*Request, bool) {
+				r, ok := g.Next()
+				if ok {
+					r.Unique = 0
+				}
+				return r, ok
+			}), nil
+		}
+		res, err := Run(context.Background(), demo(t, "approx-prefix", "precise-prefix"), Options{Servers: 2, Seed: 1, Workload: wl,
+			Server: ServerParams{KVBlocks: 6000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := res.WriteJSON(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	if a, b := run(false), run(true); !bytes.Equal(a, b) {
+		t.Fatalf("results differ with Request.Unique:\n%s\nwithout:\n%s", a, b)
+	}
+}
+
+type workloadFunc func() (*Request, bool)
+
+func (f workloadFunc) Next() (*Request, bool) { return f() }

@@ -30,6 +30,12 @@ type Request struct {
 	// will have, as vLLM caches the blocks it generates. They count only
 	// when the prompt is a whole number of blocks.
 	OutputUnits []uint64
+	// Unique, when set, is the number of trailing units that appear in no
+	// other request's prompt (a tenant's question). Their blocks are cached,
+	// take space, are evicted and reported as any other, but are not
+	// indexed for lookup: no other prompt can hit them. Results are the
+	// same with or without it; it only saves work.
+	Unique int
 }
 
 // Workload produces requests in arrival order. Next returns false at the
@@ -184,7 +190,7 @@ func (g *tenantsGen) Next() (*Request, bool) {
 	g.n++
 	return &Request{Arrival: t, Model: g.w.Model, Units: units,
 		PromptTokens: ctx*bt + g.w.QuestionTokens, // the context is padded to whole blocks
-		OutputTokens: g.w.OutputTokens}, true
+		OutputTokens: g.w.OutputTokens, Unique: q}, true
 }
 
 // Chat is a multi-turn chat workload: Sessions conversations are active at
@@ -344,7 +350,7 @@ func (g *loraGen) Next() (*Request, bool) {
 	}
 	g.n++
 	return &Request{Arrival: t, Model: fmt.Sprintf("adapter-%d", a), Units: units,
-		PromptTokens: len(units) * bt, OutputTokens: g.w.OutputTokens}, true
+		PromptTokens: len(units) * bt, OutputTokens: g.w.OutputTokens, Unique: g.w.QuestionTokens / bt}, true
 }
 
 // MooncakeBlockTokens is the block size of the Mooncake trace's hash_ids.
