@@ -130,6 +130,10 @@ func (r *Runtime) Close() error {
 // order, resolves the data-key graph (adding default producers), and wires
 // the scheduling profiles, the profile handler, the parsers and a Director.
 //
+// Prefix index parameters given to prefix-cache-scorer (GAIE's older layout:
+// hashBlockSize, maxPrefixBlocksToMatch, lruCapacityPerServer, ...) are moved
+// to the approx-prefix-cache-producer it reads, with a warning.
+//
 // Plugins of planned types that reg lacks are reported in Runtime.Warnings and
 // left out (a profile drops them); an unknown type is an error. Errors are
 // *Error values with the YAML path, joined with errors.Join. On error every
@@ -157,6 +161,11 @@ func Build(ctx context.Context, cfg *Config, reg *plugins.Registry, opts Options
 	if err := checkTypes(eff, reg); err != nil {
 		return nil, err
 	}
+	moved, err := moveScorerPrefixParams(eff)
+	if err != nil {
+		return nil, err
+	}
+	b.rt.Warnings = append(b.rt.Warnings, moved...)
 	userFlowControl := flowControlSettings(eff.FlowControl)
 	if err := Defaults(eff, reg); err != nil {
 		return nil, err
@@ -244,7 +253,7 @@ func (b *builder) instantiate() error {
 	for i, spec := range cfg.Plugins {
 		path := index("plugins", i)
 		if spec.origin != fromUser {
-			path = ""
+			path = spec.source
 		}
 		if _, ok := b.reg.Lookup(spec.Type); !ok {
 			what := "plugin"

@@ -142,6 +142,7 @@ func Defaults(cfg *Config, reg *plugins.Registry) error {
 	fc := cfg.FlowControl
 	if fc.UsageLimitPolicyPluginRef == "" {
 		fc.UsageLimitPolicyPluginRef = usage
+		fc.defaultUsageLimit = usage
 	}
 	bands := []*PriorityBand{fc.DefaultPriorityBand, fc.DefaultNegativePriorityBand}
 	for i := range fc.PriorityBands {

@@ -37,6 +37,13 @@
 // the admission gate over flowControl.saturationDetector. The Director's
 // pool, objectives and model rewrites are the caller's to set.
 //
+// Older GAIE and llm-d configurations give prefix-cache-scorer the prefix
+// index's parameters (hashBlockSize, maxPrefixBlocksToMatch,
+// lruCapacityPerServer...); Build moves them to the
+// approx-prefix-cache-producer the scorer reads, declaring it if needed,
+// with a warning per scorer, and the effective configuration shows them
+// there.
+//
 // With the flowControl feature gate on, the admission gate is flow control
 // instead: Runtime.FlowControl, a flowcontrol.Controller built from the
 // flowControl section (limits, TTLs, priority bands and their policies, the

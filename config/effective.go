@@ -34,6 +34,8 @@ func (c *Config) Effective() ([]byte, error) {
 				name.LineComment = "system default"
 			case fromGraph:
 				name.LineComment = "auto-created default producer"
+			case fromCompat:
+				name.LineComment = "declared for " + p.source + "'s prefix index parameters"
 			}
 			put(m, "name", name)
 			put(m, "type", str(p.Type))

@@ -131,9 +131,12 @@ func ttlValue(d *time.Duration) time.Duration {
 
 // flowControlSettings reports whether the section sets anything besides
 // the saturation detector, which the admission gate uses with the gate off
-// too.
+// too, and besides what Defaults fills in (a configuration that went through
+// Defaults before Build, as httpproxy.WithDiscovery's does, has a section the
+// user did not write).
 func flowControlSettings(fc *FlowControl) bool {
 	return fc != nil && (fc.MaxBytes != nil || fc.MaxRequests != nil || fc.DefaultRequestTTL != nil ||
 		fc.NoEndpointRequestTTL != nil || fc.DefaultPriorityBand != nil || fc.DefaultNegativePriorityBand != nil ||
-		len(fc.PriorityBands) > 0 || fc.UsageLimitPolicyPluginRef != "" || fc.EnableEviction)
+		len(fc.PriorityBands) > 0 || fc.EnableEviction ||
+		fc.UsageLimitPolicyPluginRef != "" && fc.UsageLimitPolicyPluginRef != fc.defaultUsageLimit)
 }

@@ -45,6 +45,7 @@ type PluginSpec struct {
 
 	line   int
 	origin origin
+	source string // fromCompat: the YAML path of the plugin it was declared for
 }
 
 // origin says where a plugin spec came from, for messages.
@@ -54,6 +55,7 @@ const (
 	fromUser    origin = iota // written in the configuration
 	fromDefault               // added by Defaults
 	fromGraph                 // auto-created default producer
+	fromCompat                // declared to hold a scorer's prefix index parameters (compat.go)
 )
 
 // SchedulingProfile is a named chain of filters, scorers and one picker; the
@@ -116,7 +118,8 @@ type FlowControl struct {
 	SaturationDetector          *PluginRef
 	EnableEviction              bool
 
-	usageLimitLine int
+	usageLimitLine    int
+	defaultUsageLimit string // the usage-limit policy Defaults filled in, not the user
 }
 
 // PriorityBand configures one priority level.
