@@ -24,8 +24,9 @@ type Result struct {
 	TTFT Percentiles `json:"ttft"`
 	// E2E is the end-to-end latency, arrival to the last token, in seconds.
 	E2E Percentiles `json:"e2e"`
-	// Queue is the time requests waited in a server's queue before their
-	// first admission to the running batch, in seconds.
+	// Queue is the time from a request's arrival to its first admission to
+	// a server's running batch, in seconds: its wait in the server's queue,
+	// plus its wait at the gateway when flow control held it.
 	Queue Percentiles `json:"queue"`
 	// OutputTokensPerSec is the output tokens of completed requests over
 	// the virtual time from the first arrival to the last completion.

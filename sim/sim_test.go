@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eppkit/eppkit/config"
+	"github.com/eppkit/eppkit/plugins/std"
 )
 
 func demo(t testing.TB, names ...string) []Config {
@@ -207,3 +208,31 @@ func TestUniqueIsOnlyAnOptimization(t *testing.T) {
 type workloadFunc func() (*Request, bool)
 
 func (f workloadFunc) Next() (*Request, bool) { return f() }
+
+// Every built-in configuration loads and builds, the ones outside the
+// default demo included.
+func TestBuiltinConfigsLoad(t *testing.T) {
+	entries, err := demoFS.ReadDir("configs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.Name(), ".yaml")
+		y, ok := DemoConfigYAML(name)
+		if !ok {
+			t.Fatalf("%s: not found", name)
+		}
+		c, err := config.Load([]byte(y))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rt, err := config.Build(context.Background(), c, std.Registry(), config.Options{ManualDispatch: true})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(rt.Warnings) > 0 {
+			t.Errorf("%s: warnings %v", name, rt.Warnings)
+		}
+		rt.Close()
+	}
+}

@@ -27,7 +27,8 @@ const simulateSynopsis = `simulate [--config FILE|NAME]... [--servers N] [--work
                 [--burstiness K] [--limit N] [--scrape-interval D] [--kv-event-delay D]
 
 With no --config, the built-in demo configurations are compared (random, load,
-approx-prefix, precise-prefix); a NAME is one of those. Without --qps the
+approx-prefix, precise-prefix); a NAME is one of those, or
+approx-prefix-flow-control (approx-prefix behind flow control). Without --qps the
 synthetic workloads ramp from 20% to 120% of the cluster's estimated capacity;
 arrivals are Poisson, or gamma-distributed with --burstiness K (as vLLM's
 benchmark: below 1 comes in bursts, above 1 is more even).
