@@ -52,6 +52,16 @@
 // endpoint) entry — about 21.5 for a million entries of 2,048-block chains —
 // plus about 40 bytes per segment.
 //
+// # Shared indexes
+//
+// The producers use the indexes through two small interfaces, PrefixStore
+// and EventStore, which PrefixIndex and EventIndex implement and which an
+// index kept elsewhere can implement too: kvindex/redisindex keeps both in
+// Redis so that several picker replicas share them. EventKeys computes the
+// precise index's keys for any such implementation; kvindextest holds the
+// conformance suites every implementation must pass. This package imports
+// no database client.
+//
 // # Concurrency
 //
 // A PrefixIndex is safe for concurrent use: Match calls share a read lock;

@@ -3,7 +3,6 @@ package kvindex
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math/bits"
 	"slices"
 	"sync"
@@ -109,9 +108,7 @@ type EventIndexStats struct {
 // RemoveEndpoint serialise.
 type EventIndex struct {
 	mu      sync.RWMutex
-	bt      int
 	exact   bool
-	vllm    *VLLMHasher
 	weights [2]float64
 
 	keys    keyTable
@@ -127,8 +124,8 @@ type EventIndex struct {
 	models     map[string]uint64 // model → hash namespace
 	stats      EventIndexStats
 
-	xdec   Decoder      // parses extra keys
-	extras []blockExtra // per block of the event being stored
+	ek     EventKeys // keys of stored blocks and of requests
+	keybuf []uint64  // keys of the blocks of the event being stored
 }
 
 // eventEndpoint is the index's state for one endpoint.
@@ -144,49 +141,40 @@ type eventEndpoint struct {
 	aliased bool
 }
 
-// blockExtra is what a block's extra keys add to its key.
-type blockExtra struct {
-	opaque bool   // multimodal or embedding keys: fold hash into the key
-	hash   uint64 // of the block's raw extra keys
-}
-
 // NewEventIndex returns an empty index.
 func NewEventIndex(cfg EventIndexConfig) (*EventIndex, error) {
-	switch cfg.Algorithm {
-	case "", HashXXH64, HashSHA256CBOR:
-	default:
-		return nil, fmt.Errorf("kvindex: unknown hash algorithm %q (want %s or %s)", cfg.Algorithm, HashXXH64, HashSHA256CBOR)
-	}
-	if cfg.BlockTokens < 0 {
-		return nil, errors.New("kvindex: BlockTokens must be ≥ 0")
+	ek, err := NewEventKeys(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.GPUWeight < 0 || cfg.CPUWeight < 0 {
 		return nil, errors.New("kvindex: tier weights must be ≥ 0")
 	}
 	x := &EventIndex{
-		bt:      cfg.BlockTokens,
-		exact:   cfg.Algorithm == HashSHA256CBOR,
-		weights: [2]float64{cfg.GPUWeight, cfg.CPUWeight},
+		ek:      *ek,
+		exact:   ek.Exact(),
+		weights: TierWeights(cfg),
 		sets:    newSets(),
 		ids:     map[string]uint32{},
 		models:  map[string]uint64{},
-	}
-	if x.bt == 0 {
-		x.bt = DefaultEventBlockTokens
-	}
-	if cfg.GPUWeight == 0 && cfg.CPUWeight == 0 {
-		x.weights = [2]float64{1, 0.8}
-	}
-	if x.exact {
-		x.vllm = NewVLLMHasher(cfg.HashSeed)
 	}
 	x.keys.nodes = make([]enode, minTableSize)
 	x.hashes.slots = make([]uint64, minTableSize)
 	return x, nil
 }
 
+// TierWeights returns the weights of a block matched in each tier
+// (indexed by Tier) under cfg: GPUWeight and CPUWeight, or 1.0 and 0.8 when
+// both are zero.
+func TierWeights(cfg EventIndexConfig) [2]float64 {
+	if cfg.GPUWeight == 0 && cfg.CPUWeight == 0 {
+		return [2]float64{1, 0.8}
+	}
+	return [2]float64{cfg.GPUWeight, cfg.CPUWeight}
+}
+
 // BlockTokens returns the tokens per block.
-func (x *EventIndex) BlockTokens() int { return x.bt }
+func (x *EventIndex) BlockTokens() int { return x.ek.bt }
 
 // Apply applies a decoded batch of the named endpoint's events in order.
 // The batch's Model (from its topic) names the model whose blocks they are.
@@ -274,24 +262,13 @@ func (x *EventIndex) Endpoints(dst []string) []string {
 // adapter's name for LoRA requests) and salt its cache salt. It allocates
 // only if dst must grow.
 func (x *EventIndex) BlockKeys(dst []uint64, model, salt string, tokens []uint32, maxBlocks int) []uint64 {
-	if maxBlocks <= 0 {
-		maxBlocks = DefaultMaxBlocks
-	}
+	base := false
 	if x.exact {
 		x.mu.RLock()
-		_, base := x.models[model]
+		_, base = x.models[model]
 		x.mu.RUnlock()
-		lora := model
-		if base {
-			lora = ""
-		}
-		return x.vllm.AppendHashes(dst, tokens, x.bt, lora, salt, maxBlocks)
 	}
-	var c ChainHasher
-	c.Reset(model, salt, x.bt, maxBlocks)
-	c.sums = dst
-	c.Write(tokenBytes(tokens[:min(len(tokens), maxBlocks*x.bt)], nil))
-	return c.sums // full blocks only
+	return x.ek.BlockKeys(dst, model, salt, tokens, maxBlocks, base)
 }
 
 // Match sets matched[i] to the tier-weighted number of consecutive blocks,
@@ -457,46 +434,29 @@ func (x *EventIndex) store(id uint32, ns uint64, model string, ev *Event) {
 		}
 		return
 	}
-	bs := ev.BlockSize
-	if bs == 0 {
-		bs = len(ev.TokenIDs) / n
+	var parent uint64
+	parentOK := false
+	if ev.HasParent {
+		if pos, _, _ := x.resolve(id, mixHash(ev.ParentHash, ns)); pos >= 0 {
+			parent, parentOK = x.keys.nodes[pos].key(), true
+		}
 	}
-	if bs != x.bt {
+	keys, err := x.ek.StoredKeys(x.keybuf[:0], model, ev, parent, parentOK)
+	x.keybuf = keys[:0]
+	switch err {
+	case nil:
+	case ErrBlockSizeMismatch:
 		x.stats.BlockSizeMisses++
 		return
-	}
-	if len(ev.TokenIDs) != n*bs {
+	case ErrUnknownParent:
+		x.stats.UnknownParents++
+		return
+	default:
 		x.stats.Malformed++
 		return
 	}
-	if ev.LoRAName != "" {
-		model = ev.LoRAName
-	}
-	salt := ev.CacheSalt
-	extras, salt, ok := x.parseExtras(ev, n, salt)
-	if !ok {
-		x.stats.Malformed++
-		return
-	}
-	var prev uint64
-	if ev.HasParent {
-		pos, _, _ := x.resolve(id, mixHash(ev.ParentHash, ns))
-		if pos < 0 {
-			x.stats.UnknownParents++
-			return
-		}
-		prev = x.keys.nodes[pos].key()
-	} else {
-		prev = rootHash(model, salt)
-	}
-	var buf [4 * DefaultEventBlockTokens]byte
 	for i, h := range ev.BlockHashes {
-		content := xxhash.Sum64(tokenBytes(ev.TokenIDs[i*bs:(i+1)*bs], buf[:0]))
-		if extras != nil && extras[i].opaque {
-			content = chain(content, extras[i].hash)
-		}
-		prev = chain(content, prev)
-		k := normKey(prev)
+		k := keys[i]
 		hm := mixHash(h, ns)
 		pos := x.keys.find(k)
 		if pos < 0 {
@@ -761,89 +721,6 @@ func (x *EventIndex) rebuild() {
 			}
 		}
 	}
-}
-
-// parseExtras reads an event's extra keys: the LoRA name (already in the
-// root), the cache salt of block 0 (returned as salt), and anything else
-// (multimodal hashes, embeddings), which makes the block's key opaque: it
-// stays distinct from every text-only block. extras is nil when no block has
-// opaque keys.
-func (x *EventIndex) parseExtras(ev *Event, n int, salt string) (extras []blockExtra, _ string, ok bool) {
-	if ev.ExtraKeys == nil {
-		return nil, salt, true
-	}
-	d := &x.xdec
-	d.payload = ev.ExtraKeys
-	d.rd.Reset(ev.ExtraKeys)
-	if d.dec == nil {
-		d.dec = msgpackDecoder()
-	}
-	d.dec.ResetReader(&d.rd)
-	m, err := d.length(d.dec.DecodeArrayLen())
-	if err != nil || m != n {
-		return nil, salt, false
-	}
-	x.extras = x.extras[:0]
-	anyOpaque := false
-	for i := range n {
-		start := len(ev.ExtraKeys) - d.rd.Len()
-		isNil, err := d.isNil()
-		if err != nil {
-			return nil, salt, false
-		}
-		e := blockExtra{}
-		if !isNil {
-			k, err := d.length(d.dec.DecodeArrayLen())
-			if err != nil {
-				return nil, salt, false
-			}
-			for j := range k {
-				c, err := d.peek()
-				if err != nil {
-					return nil, salt, false
-				}
-				if !isString(c) {
-					e.opaque = true
-					if err := d.skip(1); err != nil {
-						return nil, salt, false
-					}
-					continue
-				}
-				s, err := d.str()
-				if err != nil {
-					return nil, salt, false
-				}
-				switch {
-				case j == 0 && ev.HasLoRAName && s == ev.LoRAName:
-				case i == 0 && !ev.HasParent && salt == "":
-					salt = s
-				default:
-					e.opaque = true
-				}
-			}
-			if e.opaque {
-				e.hash = xxhash.Sum64(ev.ExtraKeys[start : len(ev.ExtraKeys)-d.rd.Len()])
-				anyOpaque = true
-			}
-		}
-		x.extras = append(x.extras, e)
-	}
-	if !anyOpaque {
-		return nil, salt, true
-	}
-	return x.extras, salt, true
-}
-
-// rootHash is ChainHasher's root: xxhash64(model ‖ salt).
-func rootHash(model, salt string) uint64 {
-	if salt == "" {
-		return xxhash.Sum64String(model)
-	}
-	var d xxhash.Digest
-	d.Reset()
-	d.WriteString(model)
-	d.WriteString(salt)
-	return d.Sum64()
 }
 
 // mixHash places an engine hash in its model's namespace.

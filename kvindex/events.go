@@ -17,11 +17,11 @@ type EventKind uint8
 
 // The KV-cache event types engines publish (SPEC §5.2).
 const (
-	// BlockStored: full blocks entered a cache tier.
+	// BlockStored reports full blocks entering a cache tier.
 	BlockStored EventKind = iota + 1
-	// BlockRemoved: blocks left a cache tier.
+	// BlockRemoved reports blocks leaving a cache tier.
 	BlockRemoved
-	// AllBlocksCleared: the engine dropped its whole prefix cache.
+	// AllBlocksCleared reports that the engine dropped its whole prefix cache.
 	AllBlocksCleared
 )
 

@@ -20,10 +20,10 @@ import (
 
 // Subscriber modes.
 const (
-	// ModeConnect: the subscriber connects to every endpoint's publisher,
-	// tcp://<address>:<Port+rank>, as endpoints come and go.
+	// ModeConnect makes the subscriber connect to every endpoint's
+	// publisher, tcp://<address>:<Port+rank>, as endpoints come and go.
 	ModeConnect = "connect"
-	// ModeBind: the subscriber binds one socket that every engine's
+	// ModeBind makes the subscriber bind one socket that every engine's
 	// publisher connects to.
 	ModeBind = "bind"
 )

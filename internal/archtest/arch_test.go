@@ -1,6 +1,3 @@
-// Package archtest enforces the layering rules of DESIGN.md: which eppkit
-// packages may import which, and which third-party modules the root module
-// may require.
 package archtest
 
 import (
@@ -146,6 +143,48 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// thirdParty lists, for the packages it names (relative paths), the only
+// third-party modules each may import; go-redis (goRedis) no package but
+// kvindex/redisindex may. kvindex is reusable on its own: its core imports
+// xxhash, msgpack and zmq4 only, and go-redis stays in kvindex/redisindex.
+var thirdParty = map[string][]string{
+	"kvindex":                      {"github.com/cespare/xxhash/v2", "github.com/vmihailenco/msgpack/v5", "github.com/go-zeromq/zmq4"},
+	"kvindex/kvindextest":          {},
+	"kvindex/redisindex":           {goRedis},
+	"kvindex/redisindex/redistest": {},
+}
+
+const goRedis = "github.com/redis/go-redis/v9"
+
+func TestThirdPartyImports(t *testing.T) {
+	for _, p := range list(t, mod+"/...") {
+		from, _ := rel(p.ImportPath)
+		allowed, listed := thirdParty[from]
+		for _, imp := range p.Imports {
+			if _, ours := rel(imp); ours || isStd(imp) {
+				continue
+			}
+			ok := false
+			for _, m := range allowed {
+				ok = ok || imp == m || strings.HasPrefix(imp, m+"/")
+			}
+			switch {
+			case (imp == goRedis || strings.HasPrefix(imp, goRedis+"/")) && !ok:
+				t.Errorf("%s imports %s: only kvindex/redisindex may (DESIGN.md: kvindex core stays free of go-redis)", from, imp)
+			case listed && !ok:
+				t.Errorf("%s imports %s; allowed: %v", from, imp, allowed)
+			}
+		}
+	}
+}
+
+// isStd reports whether path is a standard-library package (no dot in its
+// first element).
+func isStd(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
 }
 
 func TestModuleDependencies(t *testing.T) {

@@ -13,17 +13,6 @@ import (
 	"testing"
 )
 
-// docExempt lists directories (relative to the module root, with every
-// package below them) that other work in progress is still editing; the
-// documentation rules skip them for now.
-//
-// TODO(lead): empty this list once that work has landed, then fix what
-// TestDocComments reports there.
-var docExempt = []string{
-	"kvindex",
-	"requestcontrol/producers",
-}
-
 // TestDocComments is the documentation linter of DESIGN.md ("Godoc is the
 // documentation"): every library package has a doc.go with its package
 // comment, every command a package comment, and every exported identifier a
@@ -51,9 +40,6 @@ func TestDocComments(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
 				return filepath.SkipDir // a nested module
 			}
-			if exempt(rel) {
-				return filepath.SkipDir
-			}
 		}
 		p, err := lintDir(path, rel)
 		problems = append(problems, p...)
@@ -66,15 +52,6 @@ func TestDocComments(t *testing.T) {
 		t.Errorf("%d documentation problems (DESIGN.md: every package has a doc.go, every exported identifier a doc comment starting with its name):\n  %s",
 			len(problems), strings.Join(problems, "\n  "))
 	}
-}
-
-func exempt(rel string) bool {
-	for _, e := range docExempt {
-		if rel == e || strings.HasPrefix(rel, e+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // lintDir checks the package in dir (rel is its path for messages).

@@ -197,11 +197,9 @@ var (
 )
 
 // pendingDocs are pages other work in progress is writing: links to them are
-// allowed while they do not exist yet.
-//
-// TODO(lead): empty this list once docs/replicas.md has landed (the test
-// reports a listed page that exists).
-var pendingDocs = []string{"docs/replicas.md"}
+// allowed while they do not exist yet (the test reports a listed page that
+// exists).
+var pendingDocs = []string{}
 
 // TestDocLinks checks that every relative link of README.md and docs/ names
 // a file that exists and, for a #fragment into Markdown, a heading there.

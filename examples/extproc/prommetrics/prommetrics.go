@@ -23,6 +23,10 @@
 //	eppkit_flow_control_requests_total{priority,outcome} dispatched, rejected, expired, cancelled, drained
 //	eppkit_kv_events_messages_total{outcome}             received; dropped (malformed, duplicate, unknown endpoint)
 //	eppkit_kv_events_gaps_total
+//	eppkit_prefix_index_backend_errors_total{producer}   failed calls to a shared index's server (timeouts included)
+//	eppkit_prefix_index_backend_skipped_total{producer}  calls not made while the server was marked down
+//	eppkit_prefix_index_backend_dropped_total{producer}  index updates lost (queue full, server down)
+//	eppkit_prefix_index_backend_down{producer}           1 while the server is marked down
 //
 // Label cardinality is capped: past Options.LabelLimit distinct values of
 // a model name or fairness id, new values are reported as "other".
@@ -56,8 +60,9 @@ type Options struct {
 	// Plugins are the picker's plugin instances by name (as in
 	// config.Runtime.Plugins), read at each scrape: the index size of every
 	// prefix producer (Index() returning a *kvindex.PrefixIndex or a
-	// *kvindex.EventIndex) and the counters of every KV-event subscriber
-	// (Subscriber() *kvindex.Subscriber).
+	// *kvindex.EventIndex), the backend counters of every prefix producer
+	// with a shared index (BackendStats() kvindex.BackendStats), and the
+	// counters of every KV-event subscriber (Subscriber() *kvindex.Subscriber).
 	Plugins map[string]any
 }
 
@@ -82,6 +87,8 @@ type Metrics struct {
 	fcSizeDesc, fcBytesDesc                   *prometheus.Desc
 	fcWaitDesc, fcOutcomeDesc                 *prometheus.Desc
 	kvMsgDesc, kvGapDesc                      *prometheus.Desc
+	backendErrDesc, backendSkipDesc           *prometheus.Desc
+	backendDropDesc, backendDownDesc          *prometheus.Desc
 }
 
 var _ requestcontrol.Metrics = (*Metrics)(nil)
@@ -145,6 +152,11 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	m.fcOutcomeDesc = prometheus.NewDesc("eppkit_flow_control_requests_total", "Requests leaving the Flow Control queue, by outcome.", []string{"priority", "outcome"}, nil)
 	m.kvMsgDesc = prometheus.NewDesc("eppkit_kv_events_messages_total", "KV-event messages, by outcome.", []string{"outcome"}, nil)
 	m.kvGapDesc = prometheus.NewDesc("eppkit_kv_events_gaps_total", "Sequence gaps detected in KV-event streams.", nil, nil)
+	producer := []string{"producer"}
+	m.backendErrDesc = prometheus.NewDesc("eppkit_prefix_index_backend_errors_total", "Failed calls to a shared prefix index's server, timeouts included.", producer, nil)
+	m.backendSkipDesc = prometheus.NewDesc("eppkit_prefix_index_backend_skipped_total", "Calls to a shared prefix index's server not made while it was marked down.", producer, nil)
+	m.backendDropDesc = prometheus.NewDesc("eppkit_prefix_index_backend_dropped_total", "Updates of a shared prefix index lost: write queue full or server down.", producer, nil)
+	m.backendDownDesc = prometheus.NewDesc("eppkit_prefix_index_backend_down", "1 while a shared prefix index's server is marked down after repeated errors.", producer, nil)
 
 	for _, c := range []prometheus.Collector{m.requests, m.errors, m.statuses, m.duration, m.inTokens, m.outTokens, m.cached,
 		m.stages, m.schedulerE2E, m.plugins, m.prefixHit, (*gauges)(m)} {
@@ -208,7 +220,8 @@ type gauges Metrics
 
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{g.readyDesc, g.queueDesc, g.runningDesc, g.kvDesc, g.indexDesc,
-		g.fcSizeDesc, g.fcBytesDesc, g.fcWaitDesc, g.fcOutcomeDesc, g.kvMsgDesc, g.kvGapDesc} {
+		g.fcSizeDesc, g.fcBytesDesc, g.fcWaitDesc, g.fcOutcomeDesc, g.kvMsgDesc, g.kvGapDesc,
+		g.backendErrDesc, g.backendSkipDesc, g.backendDropDesc, g.backendDownDesc} {
 		ch <- d
 	}
 }
@@ -242,10 +255,24 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	for name, p := range o.Plugins {
 		switch v := p.(type) {
 		case interface{ Index() *kvindex.PrefixIndex }:
-			gauge(g.indexDesc, float64(v.Index().Len()), name)
+			if x := v.Index(); x != nil { // nil: the index is shared, in Redis
+				gauge(g.indexDesc, float64(x.Len()), name)
+			}
 		case interface{ Index() *kvindex.EventIndex }:
 			if x := v.Index(); x != nil {
 				gauge(g.indexDesc, float64(x.Len()), name)
+			}
+		}
+		if v, ok := p.(interface{ BackendStats() kvindex.BackendStats }); ok {
+			if st := v.BackendStats(); st.Backend != "" {
+				ch <- prometheus.MustNewConstMetric(g.backendErrDesc, prometheus.CounterValue, float64(st.Errors), name)
+				ch <- prometheus.MustNewConstMetric(g.backendSkipDesc, prometheus.CounterValue, float64(st.Skipped), name)
+				ch <- prometheus.MustNewConstMetric(g.backendDropDesc, prometheus.CounterValue, float64(st.Dropped), name)
+				down := 0.0
+				if st.Down {
+					down = 1
+				}
+				gauge(g.backendDownDesc, down, name)
 			}
 		}
 		if v, ok := p.(interface{ Subscriber() *kvindex.Subscriber }); ok && v.Subscriber() != nil {

@@ -1,6 +1,7 @@
 package prommetrics_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ import (
 	"github.com/eppkit/eppkit/requestcontrol"
 	"github.com/eppkit/eppkit/requestcontrol/producers/precise"
 	"github.com/eppkit/eppkit/requestcontrol/producers/prefix"
+	"github.com/eppkit/eppkit/scheduling"
+	"github.com/eppkit/eppkit/scheduling/schedulingtest"
 )
 
 func TestExport(t *testing.T) {
@@ -133,5 +136,32 @@ llm_d_epp_prefix_indexer_size{producer="precise"} 0
 	}
 	if n, _ := testutil.GatherAndCount(reg, "eppkit_flow_control_queue_wait_seconds", "eppkit_flow_control_requests_total", "eppkit_kv_events_gaps_total"); n != 7 {
 		t.Errorf("%d flow-control and gap series, want 7", n)
+	}
+}
+
+// TestSharedIndexBackend: a prefix producer whose index is shared in Redis
+// has no local index to size; its failed calls to the server are counted.
+func TestSharedIndexBackend(t *testing.T) {
+	approx := pluginstest.Build[*prefix.Approx](t, std.Registry(), scheduling.DefaultPrefixProducer,
+		`{"indexBackend":"redis","redis":{"address":"127.0.0.1:1","timeout":"1s"}}`) // nothing listens on port 1
+	req := schedulingtest.Req("m").Body(&parsers.Body{Model: "m", Prompt: strings.Repeat("x", 1000)}).Build()
+	if err := approx.Produce(context.Background(), req, schedulingtest.Eps(schedulingtest.Ep("a"))); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if _, err := prommetrics.New(reg, prommetrics.Options{Plugins: map[string]any{"approx": approx}}); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP eppkit_prefix_index_backend_errors_total Failed calls to a shared prefix index's server, timeouts included.
+# TYPE eppkit_prefix_index_backend_errors_total counter
+eppkit_prefix_index_backend_errors_total{producer="approx"} 1
+# HELP eppkit_prefix_index_backend_down 1 while a shared prefix index's server is marked down after repeated errors.
+# TYPE eppkit_prefix_index_backend_down gauge
+eppkit_prefix_index_backend_down{producer="approx"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "eppkit_prefix_index_backend_errors_total",
+		"eppkit_prefix_index_backend_down", "llm_d_epp_prefix_indexer_size"); err != nil {
+		t.Error(err)
 	}
 }

@@ -22,4 +22,13 @@
 // With speculativeIndexing, a pick credits the chosen endpoint with the
 // request's blocks for speculativeTTL, until the engine's own events confirm
 // them; the match is then the larger of the two.
+//
+// With indexBackend redis the index lives in a Redis (or Valkey) server
+// that every replica of the picker shares (kvindex/redisindex): any replica
+// may follow the events — all of them, applying the same batches, is
+// harmless — and one in kvEventsConfig mode none follows none and reads
+// what the others write. A lookup is one round trip bounded by
+// redis.timeout; when the server is down or slow the request goes on
+// without prefix data (with speculative indexing, with this replica's own
+// recent picks only) and BackendStats counts the errors.
 package precise

@@ -9,8 +9,10 @@ import (
 
 	"github.com/eppkit/eppkit/datalayer"
 	"github.com/eppkit/eppkit/kvindex"
+	"github.com/eppkit/eppkit/kvindex/redisindex"
 	"github.com/eppkit/eppkit/plugins"
 	"github.com/eppkit/eppkit/requestcontrol"
+	"github.com/eppkit/eppkit/requestcontrol/producers/internal/indexbackend"
 	"github.com/eppkit/eppkit/scheduling"
 )
 
@@ -20,14 +22,16 @@ const TypeName = "precise-prefix-cache-producer"
 // Producer is the precise-prefix-cache-producer plugin. The struct is its
 // configuration; Init starts the KV-event subscriber and Close stops it.
 type Producer struct {
-	BlockSizeTokens        int              `json:"blockSizeTokens" doc:"tokens per block: the engines' KV block size (events of another size are dropped and counted)"`
-	HashAlgorithm          string           `json:"hashAlgorithm" doc:"xxh64 (our own chained keys over token ids; works whatever the engines' hash seed) or sha256_cbor (the engines' own hashes; needs hashSeed)"`
-	HashSeed               string           `json:"hashSeed" doc:"the engines' PYTHONHASHSEED, for hashAlgorithm sha256_cbor"`
-	MaxPrefixBlocksToMatch int              `json:"maxPrefixBlocksToMatch" doc:"blocks looked up at most"`
-	KVEventsConfig         KVEventsConfig   `json:"kvEventsConfig" doc:"where the engines' KV events come from"`
-	SpeculativeIndexing    bool             `json:"speculativeIndexing" doc:"credit the picked endpoint with the request's blocks until the engine's events confirm them"`
-	SpeculativeTTL         plugins.Duration `json:"speculativeTTL" doc:"how long a speculative credit lasts"`
-	Render                 RenderConfig     `json:"render" doc:"tokenize through the engine's render endpoints when the request carries no token ids"`
+	BlockSizeTokens        int                      `json:"blockSizeTokens" doc:"tokens per block: the engines' KV block size (events of another size are dropped and counted)"`
+	HashAlgorithm          string                   `json:"hashAlgorithm" doc:"xxh64 (our own chained keys over token ids; works whatever the engines' hash seed) or sha256_cbor (the engines' own hashes; needs hashSeed)"`
+	HashSeed               string                   `json:"hashSeed" doc:"the engines' PYTHONHASHSEED, for hashAlgorithm sha256_cbor"`
+	MaxPrefixBlocksToMatch int                      `json:"maxPrefixBlocksToMatch" doc:"blocks looked up at most"`
+	KVEventsConfig         KVEventsConfig           `json:"kvEventsConfig" doc:"where the engines' KV events come from"`
+	SpeculativeIndexing    bool                     `json:"speculativeIndexing" doc:"credit the picked endpoint with the request's blocks until the engine's events confirm them"`
+	SpeculativeTTL         plugins.Duration         `json:"speculativeTTL" doc:"how long a speculative credit lasts"`
+	Render                 RenderConfig             `json:"render" doc:"tokenize through the engine's render endpoints when the request carries no token ids"`
+	IndexBackend           string                   `json:"indexBackend" doc:"memory (each replica its own index) or redis (one index every replica shares; any of them may follow the events)"`
+	Redis                  indexbackend.RedisParams `json:"redis" doc:"the shared index's server, for indexBackend redis"`
 
 	// Tokenizer, set by Go callers, supplies token ids for requests that
 	// carry none (before render is tried).
@@ -36,8 +40,10 @@ type Producer struct {
 	name   string
 	key    plugins.Key[*scheduling.PrefixMatch]
 	clock  plugins.Clock
-	index  *kvindex.EventIndex
-	sub    *kvindex.Subscriber
+	store  kvindex.EventStore
+	index  *kvindex.EventIndex    // indexBackend memory
+	shared *redisindex.EventIndex // indexBackend redis
+	sub    *kvindex.Subscriber    // nil in mode none
 	render *renderClient
 	spec   *speculative
 	closed sync.Once
@@ -45,7 +51,7 @@ type Producer struct {
 
 // KVEventsConfig says how the subscriber receives the engines' events.
 type KVEventsConfig struct {
-	Mode        string `json:"mode" doc:"connect (to every endpoint's publisher, port socketPort + rank) or bind (one socket at zmqEndpoint that the engines connect to)"`
+	Mode        string `json:"mode" doc:"connect (to every endpoint's publisher, port socketPort + rank), bind (one socket at zmqEndpoint that the engines connect to) or none (follow no events: read the shared index other replicas write; indexBackend redis only)"`
 	ZMQEndpoint string `json:"zmqEndpoint" doc:"the address bind mode listens on"`
 	SocketPort  int    `json:"socketPort" doc:"the engines' publisher port in connect mode (rank r uses socketPort + r)"`
 	TopicFilter string `json:"topicFilter" doc:"topic prefix subscribed to"`
@@ -94,7 +100,13 @@ func (p *Producer) SetDefaults() {
 		CacheSize: DefaultRenderCacheSize,
 		Scheme:    "http",
 	}
+	p.IndexBackend = indexbackend.Memory
+	p.Redis.SetDefaults()
 }
+
+// ModeNone is the kvEventsConfig mode of a replica that follows no events
+// and reads the shared index other replicas write.
+const ModeNone = "none"
 
 // Validate checks the parameters.
 func (p *Producer) Validate() error {
@@ -120,8 +132,12 @@ func (p *Producer) Validate() error {
 		if k.ZMQEndpoint == "" {
 			errs = append(errs, errors.New("kvEventsConfig.zmqEndpoint: required in bind mode"))
 		}
+	case ModeNone:
+		if p.IndexBackend != indexbackend.Redis {
+			errs = append(errs, errors.New("kvEventsConfig.mode: none needs indexBackend redis (an index nobody writes stays empty)"))
+		}
 	default:
-		errs = append(errs, fmt.Errorf("kvEventsConfig.mode: %q is not connect or bind", k.Mode))
+		errs = append(errs, fmt.Errorf("kvEventsConfig.mode: %q is not connect, bind or none", k.Mode))
 	}
 	if k.ReplayPort < 0 || k.ReplayPort > 65535 {
 		errs = append(errs, errors.New("kvEventsConfig.replayPort: must be 0 or a port number"))
@@ -140,11 +156,14 @@ func (p *Producer) Validate() error {
 	if p.Render.CacheSize < 0 {
 		errs = append(errs, errors.New("render.cacheSize: must be ≥ 0"))
 	}
+	errs = append(errs, indexbackend.Validate(p.IndexBackend, &p.Redis)...)
 	return errors.Join(errs...)
 }
 
-// Init creates the event index and starts the subscriber (in bind mode it
-// binds its socket now; in connect mode it connects as endpoints are added).
+// Init creates the event index — in memory, or the shared one in Redis,
+// which connects lazily — and starts the subscriber (in bind mode it binds
+// its socket now; in connect mode it connects as endpoints are added; in
+// mode none there is none).
 func (p *Producer) Init(_ context.Context, deps plugins.Deps) error {
 	deps = deps.WithDefaults()
 	p.name = deps.Name
@@ -153,27 +172,43 @@ func (p *Producer) Init(_ context.Context, deps plugins.Deps) error {
 	}
 	p.key = scheduling.PrefixMatchKey(p.name)
 	p.clock = deps.Clock
-	index, err := kvindex.NewEventIndex(kvindex.EventIndexConfig{
+	log := deps.Logger.With("plugin", p.name)
+	icfg := kvindex.EventIndexConfig{
 		BlockTokens: p.BlockSizeTokens,
 		Algorithm:   kvindex.HashAlgorithm(p.HashAlgorithm),
 		HashSeed:    p.HashSeed,
-	})
-	if err != nil {
-		return err
 	}
-	k := p.KVEventsConfig
-	sub, err := kvindex.NewSubscriber(kvindex.SubscriberConfig{
-		Mode:        k.Mode,
-		BindAddress: k.ZMQEndpoint,
-		Port:        k.SocketPort,
-		TopicFilter: k.TopicFilter,
-		ReplayPort:  k.ReplayPort,
-		Logger:      deps.Logger.With("plugin", p.name),
-	}, index)
-	if err != nil {
-		return err
+	if p.IndexBackend == indexbackend.Redis {
+		cfg, err := p.Redis.Config(log)
+		if err != nil {
+			return err
+		}
+		if p.shared, err = redisindex.NewEventIndex(cfg, icfg); err != nil {
+			return err
+		}
+		p.store = p.shared
+	} else {
+		index, err := kvindex.NewEventIndex(icfg)
+		if err != nil {
+			return err
+		}
+		p.index, p.store = index, index
 	}
-	p.index, p.sub = index, sub
+	if k := p.KVEventsConfig; k.Mode != ModeNone {
+		sub, err := kvindex.NewSubscriber(kvindex.SubscriberConfig{
+			Mode:        k.Mode,
+			BindAddress: k.ZMQEndpoint,
+			Port:        k.SocketPort,
+			TopicFilter: k.TopicFilter,
+			ReplayPort:  k.ReplayPort,
+			Logger:      log,
+		}, p.store)
+		if err != nil {
+			_ = p.closeShared()
+			return err
+		}
+		p.sub = sub
+	}
 	if p.Render.Enabled {
 		p.render = newRenderClient(p.Render)
 	}
@@ -183,19 +218,41 @@ func (p *Producer) Init(_ context.Context, deps plugins.Deps) error {
 	return nil
 }
 
-// Close stops the subscriber.
+// Close stops the subscriber and closes the shared index's connections.
 func (p *Producer) Close() error {
 	var err error
 	p.closed.Do(func() {
 		if p.sub != nil {
 			err = p.sub.Close()
 		}
+		err = errors.Join(err, p.closeShared())
 	})
 	return err
 }
 
-// Index returns the producer's event index (nil before Init).
+func (p *Producer) closeShared() error {
+	if p.shared == nil {
+		return nil
+	}
+	return p.shared.Close()
+}
+
+// Index returns the producer's in-memory event index (nil before Init, and
+// with indexBackend redis).
 func (p *Producer) Index() *kvindex.EventIndex { return p.index }
+
+// Store returns the index the producer reads and its subscriber writes:
+// the in-memory one or the shared one (nil before Init).
+func (p *Producer) Store() kvindex.EventStore { return p.store }
+
+// BackendStats counts the shared index's calls to its server (the error
+// metric of indexBackend redis); the zero value for the memory backend.
+func (p *Producer) BackendStats() kvindex.BackendStats {
+	if p.shared != nil {
+		return p.shared.BackendStats()
+	}
+	return kvindex.BackendStats{}
+}
 
 // Subscriber returns the producer's subscriber (nil before Init): its Addr
 // in bind mode, its Stats.
@@ -222,9 +279,11 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // Produce looks the request's blocks up and writes the PrefixMatch. Without
 // token ids it writes nothing and returns an error wrapping ErrNoTokens that
-// says why.
+// says why. When the shared index does not answer in time it writes nothing
+// and returns nil: the index counts and logs its errors (at most once per
+// ten seconds) and the request goes on without prefix data.
 func (p *Producer) Produce(ctx context.Context, req *scheduling.Request, eps []*scheduling.Endpoint) error {
-	if p.index == nil {
+	if p.store == nil {
 		return errors.New("precise-prefix-cache-producer: used before Init")
 	}
 	toks, err := p.tokens(ctx, req, eps)
@@ -235,21 +294,24 @@ func (p *Producer) Produce(ctx context.Context, req *scheduling.Request, eps []*
 	if model == "" {
 		model = req.Body.Model
 	}
-	m := &scheduling.PrefixMatch{BlockTokens: p.index.BlockTokens(), Endpoints: eps, Matched: make([]float64, len(eps))}
-	m.Blocks = p.index.BlockKeys(nil, model, req.Body.CacheSalt, toks, p.MaxPrefixBlocksToMatch)
+	m := &scheduling.PrefixMatch{BlockTokens: p.store.BlockTokens(), Endpoints: eps, Matched: make([]float64, len(eps))}
+	m.Blocks = p.store.BlockKeys(nil, model, req.Body.CacheSalt, toks, p.MaxPrefixBlocksToMatch)
 	m.TotalBlocks = len(m.Blocks)
 	if m.TotalBlocks > 0 && len(eps) > 0 {
 		sc := scratchPool.Get().(*scratch)
 		for _, e := range eps {
 			sc.names = append(sc.names, e.HostPort())
 		}
-		p.index.Match(m.Blocks, sc.names, m.Matched)
-		if p.spec != nil {
+		err := p.store.MatchContext(ctx, m.Blocks, sc.names, m.Matched)
+		if p.spec != nil { // this replica's own recent picks, even when the index failed
 			p.spec.match(m.Blocks, sc.names, p.clock.Now(), m.Matched)
 		}
 		clear(sc.names)
 		sc.names = sc.names[:0]
 		scratchPool.Put(sc)
+		if err != nil && p.spec == nil {
+			return nil // no prefix data for this request
+		}
 	}
 	plugins.Set(&req.Data, p.key, m)
 	return nil
@@ -317,14 +379,16 @@ func (p *Producer) EndpointAdded(e *datalayer.Endpoint) {
 	p.sub.AddEndpoint(kvindex.SubscriberEndpoint{Name: e.HostPort(), Address: e.Address, Port: e.Port, Rank: e.Rank})
 }
 
-// EndpointRemoved stops following the endpoint and forgets its blocks.
+// EndpointRemoved stops following the endpoint and forgets its blocks (for
+// every replica with indexBackend redis; a replica in mode none leaves that
+// to those that follow the events).
 func (p *Producer) EndpointRemoved(e *datalayer.Endpoint) {
+	if p.spec != nil {
+		p.spec.removeEndpoint(e.HostPort())
+	}
 	if p.sub == nil {
 		return
 	}
 	p.sub.RemoveEndpoint(e.HostPort())
-	p.index.RemoveEndpoint(e.HostPort())
-	if p.spec != nil {
-		p.spec.removeEndpoint(e.HostPort())
-	}
+	p.store.RemoveEndpoint(e.HostPort())
 }

@@ -1,8 +1,3 @@
-// Package prefix holds the approximate prefix-cache producer: it hashes each
-// request's prompt into chained blocks (kvindex.ChainHasher), looks them up in
-// a kvindex.PrefixIndex learned from earlier picks, writes a
-// *scheduling.PrefixMatch for prefix scorers and filters, and after the pick
-// credits the chosen endpoints with the request's blocks.
 package prefix
 
 import (
@@ -13,8 +8,10 @@ import (
 
 	"github.com/eppkit/eppkit/datalayer"
 	"github.com/eppkit/eppkit/kvindex"
+	"github.com/eppkit/eppkit/kvindex/redisindex"
 	"github.com/eppkit/eppkit/plugins"
 	"github.com/eppkit/eppkit/requestcontrol"
+	"github.com/eppkit/eppkit/requestcontrol/producers/internal/indexbackend"
 	"github.com/eppkit/eppkit/scheduling"
 )
 
@@ -24,19 +21,23 @@ const MinBlockTokens = 64
 
 // Approx is the approx-prefix-cache-producer plugin.
 type Approx struct {
-	BlockSizeTokens        int  `json:"blockSizeTokens" doc:"tokens per block before the floor of 64 (auto-tuned from the engine's block size when autoTune is on)"`
-	MaxPrefixBlocksToMatch int  `json:"maxPrefixBlocksToMatch" doc:"blocks hashed and matched at most"`
-	MaxPrefixTokensToMatch int  `json:"maxPrefixTokensToMatch" doc:"tokens matched at most (0 = no limit beyond maxPrefixBlocksToMatch)"`
-	LRUCapacityPerServer   int  `json:"lruCapacityPerServer" doc:"index blocks each endpoint may hold when its engine does not report its KV-cache size"`
-	AutoTune               bool `json:"autoTune" doc:"use the engine's reported block size and GPU block count"`
+	BlockSizeTokens        int                      `json:"blockSizeTokens" doc:"tokens per block before the floor of 64 (auto-tuned from the engine's block size when autoTune is on)"`
+	MaxPrefixBlocksToMatch int                      `json:"maxPrefixBlocksToMatch" doc:"blocks hashed and matched at most"`
+	MaxPrefixTokensToMatch int                      `json:"maxPrefixTokensToMatch" doc:"tokens matched at most (0 = no limit beyond maxPrefixBlocksToMatch)"`
+	LRUCapacityPerServer   int                      `json:"lruCapacityPerServer" doc:"index blocks each endpoint may hold when its engine does not report its KV-cache size"`
+	AutoTune               bool                     `json:"autoTune" doc:"use the engine's reported block size and GPU block count"`
+	IndexBackend           string                   `json:"indexBackend" doc:"memory (each replica its own index) or redis (one index every replica shares)"`
+	Redis                  indexbackend.RedisParams `json:"redis" doc:"the shared index's server, for indexBackend redis"`
 
 	once    sync.Once
 	name    string
 	key     plugins.Key[*scheduling.PrefixMatch]
 	prepKey plugins.Key[*prepared]
-	index   *kvindex.PrefixIndex
-	caps    sync.Map // endpoint host:port → capacity last set
-	removed sync.Map // host:port of endpoints that left the pool → struct{}
+	store   kvindex.PrefixStore
+	index   *kvindex.PrefixIndex    // indexBackend memory
+	shared  *redisindex.PrefixIndex // indexBackend redis
+	caps    sync.Map                // endpoint host:port → capacity last set
+	removed sync.Map                // host:port of endpoints that left the pool → struct{}
 	// engineBlock is the last engine block size seen (auto-tune).
 	engineBlock atomic.Int64
 }
@@ -46,6 +47,7 @@ var (
 	_ requestcontrol.PreRequest   = (*Approx)(nil)
 	_ requestcontrol.Preparer     = (*Approx)(nil)
 	_ datalayer.EndpointListener  = (*Approx)(nil)
+	_ plugins.Closer              = (*Approx)(nil)
 )
 
 // SetDefaults sets the SPEC §5.1 defaults.
@@ -54,9 +56,11 @@ func (p *Approx) SetDefaults() {
 	p.MaxPrefixBlocksToMatch = kvindex.DefaultMaxBlocks
 	p.LRUCapacityPerServer = kvindex.DefaultCapacity
 	p.AutoTune = true
+	p.IndexBackend = indexbackend.Memory
+	p.Redis.SetDefaults()
 }
 
-// Validate rejects non-positive sizes.
+// Validate rejects non-positive sizes and checks the index backend.
 func (p *Approx) Validate() error {
 	var errs []error
 	if p.BlockSizeTokens <= 0 {
@@ -71,14 +75,56 @@ func (p *Approx) Validate() error {
 	if p.LRUCapacityPerServer <= 0 {
 		errs = append(errs, errors.New("lruCapacityPerServer: must be > 0"))
 	}
+	errs = append(errs, indexbackend.Validate(p.IndexBackend, &p.Redis)...)
 	return errors.Join(errs...)
 }
 
-// Init creates the index and the data key named after the instance.
+// Init creates the index and the data key named after the instance. With
+// indexBackend redis it sets up the shared index, which connects lazily: a
+// server that is down at startup only means no prefix data until it is up.
 func (p *Approx) Init(_ context.Context, deps plugins.Deps) error {
 	p.name = deps.Name
+	if p.IndexBackend == indexbackend.Redis {
+		deps = deps.WithDefaults()
+		cfg, err := p.Redis.Config(deps.Logger.With("plugin", p.name))
+		if err != nil {
+			return err
+		}
+		shared, err := redisindex.NewPrefixIndex(cfg, kvindex.PrefixIndexConfig{DefaultCapacity: p.LRUCapacityPerServer})
+		if err != nil {
+			return err
+		}
+		p.shared, p.store = shared, shared
+	}
 	p.ready()
 	return nil
+}
+
+// Close stops the shared index's writer, after writing what it has queued,
+// and closes its connections; the memory backend has nothing to close.
+func (p *Approx) Close() error {
+	if p.shared != nil {
+		return p.shared.Close()
+	}
+	return nil
+}
+
+// Flush waits until the credits queued for the shared index are written;
+// the memory backend writes at once.
+func (p *Approx) Flush(ctx context.Context) error {
+	if p.shared != nil {
+		return p.shared.Flush(ctx)
+	}
+	return nil
+}
+
+// BackendStats counts the shared index's calls to its server (the error
+// metric of indexBackend redis); the zero value for the memory backend.
+func (p *Approx) BackendStats() kvindex.BackendStats {
+	if p.shared != nil {
+		return p.shared.BackendStats()
+	}
+	return kvindex.BackendStats{}
 }
 
 // ready sets the producer up once: on Init, or on first use for a value
@@ -93,12 +139,15 @@ func (p *Approx) ready() {
 		}
 		p.key = scheduling.PrefixMatchKey(p.name)
 		p.prepKey = plugins.NewKey[*prepared](p.name + "/prepared")
-		p.index = kvindex.NewPrefixIndex(kvindex.PrefixIndexConfig{DefaultCapacity: p.LRUCapacityPerServer})
+		if p.store == nil && p.IndexBackend != indexbackend.Redis {
+			p.index = kvindex.NewPrefixIndex(kvindex.PrefixIndexConfig{DefaultCapacity: p.LRUCapacityPerServer})
+			p.store = p.index
+		}
 	})
 }
 
-// Index returns the producer's prefix index (for tests, the CLI's --history
-// and the simulator).
+// Index returns the producer's in-memory prefix index (for tests, the CLI's
+// --history and the simulator); nil with indexBackend redis.
 func (p *Approx) Index() *kvindex.PrefixIndex {
 	p.ready()
 	return p.index
@@ -137,8 +186,14 @@ type scratch struct {
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // Produce hashes the request's prompt and matches it against the index.
-func (p *Approx) Produce(_ context.Context, req *scheduling.Request, eps []*scheduling.Endpoint) error {
+// When the shared index does not answer in time it writes no data (the
+// scorers score 0) and returns nil: the index counts and logs its errors,
+// at most once per ten seconds, and the request goes on.
+func (p *Approx) Produce(ctx context.Context, req *scheduling.Request, eps []*scheduling.Endpoint) error {
 	p.ready()
+	if p.store == nil {
+		return errors.New("approx-prefix-cache-producer: indexBackend redis needs Init")
+	}
 	if p.AutoTune {
 		for _, e := range eps {
 			if bs := e.Metrics.BlockSize; bs > 0 {
@@ -167,11 +222,14 @@ func (p *Approx) Produce(_ context.Context, req *scheduling.Request, eps []*sche
 			sc.names = append(sc.names, e.HostPort())
 		}
 		sc.matched = append(sc.matched[:0], make([]int, len(eps))...)
-		p.index.Match(m.Blocks, sc.names, sc.matched)
+		err := p.store.MatchContext(ctx, m.Blocks, sc.names, sc.matched)
+		clear(sc.names) // do not pin endpoint strings in the pool
+		if err != nil {
+			return nil // no prefix data for this request
+		}
 		for i, n := range sc.matched {
 			m.Matched[i] = float64(n)
 		}
-		clear(sc.names) // do not pin endpoint strings in the pool
 	}
 	plugins.Set(&req.Data, p.key, m)
 	return nil
@@ -255,7 +313,7 @@ func (p *Approx) PreRequest(_ context.Context, req *scheduling.Request, res *sch
 			continue // it left the pool while the request was in flight
 		}
 		p.tuneCapacity(e, m.BlockTokens)
-		p.index.Add(e.HostPort(), m.Blocks)
+		p.store.Add(e.HostPort(), m.Blocks)
 	}
 }
 
@@ -271,7 +329,7 @@ func (p *Approx) tuneCapacity(e *scheduling.Endpoint, blockTokens int) {
 		return
 	}
 	p.caps.Store(e.HostPort(), c)
-	p.index.SetCapacity(e.HostPort(), c)
+	p.store.SetCapacity(e.HostPort(), c)
 }
 
 // EndpointAdded lets a returning endpoint be credited again; it starts with
@@ -283,5 +341,7 @@ func (p *Approx) EndpointRemoved(e *datalayer.Endpoint) {
 	p.ready()
 	p.removed.Store(e.HostPort(), struct{}{})
 	p.caps.Delete(e.HostPort())
-	p.index.RemoveEndpoint(e.HostPort())
+	if p.store != nil {
+		p.store.RemoveEndpoint(e.HostPort())
+	}
 }

@@ -1,0 +1,71 @@
+// Package redisindex keeps kvindex's prefix indexes in Redis (or Valkey),
+// so that several replicas of a picker route as one: what one replica
+// learns — the approximate index from its picks, the precise index from the
+// engines' KV events — every other finds, and a replica that starts late
+// sees it all. PrefixIndex implements kvindex.PrefixStore and EventIndex
+// kvindex.EventStore; both pass the conformance suites of kvindextest, so
+// they stand in for the in-memory indexes without a change in routing.
+//
+// # Data model
+//
+// Every key starts with Config.KeyPrefix (default "eppkit:"); replicas of
+// one picker share it.
+//
+//	<prefix>a:<endpoint>    sorted set: the endpoint's block hashes (8 bytes), approximate index
+//	<prefix>a:cap           hash: endpoint → capacity in blocks
+//	<prefix>p:g:<endpoint>  set: block keys the endpoint holds on the GPU, precise index
+//	<prefix>p:c:<endpoint>  set: block keys it holds on the CPU (any other tier)
+//	<prefix>p:m:<endpoint>  hash: engine hash → block key, and "seq": the last batch applied
+//	<prefix>p:models        set: base models seen in events (exact keys)
+//
+// In the approximate index a block's score is seq·2¹⁶ + (2¹⁶ − 1 − depth),
+// seq one more than the endpoint's newest credit: newer credits outrank
+// older ones and, within one credit, a block outranks the blocks after it.
+// Trimming the lowest scores to the endpoint's capacity therefore evicts the
+// least recently credited prefixes, tails first, exactly as
+// kvindex.PrefixIndex does, and what an endpoint holds stays closed under
+// prefixes — so a lookup finds an endpoint's run by galloping and bisecting
+// over the chain, about 2·log₂(run) lookups, instead of reading it.
+//
+// The precise index keeps per endpoint the sets of what the engine reported
+// in each tier, and the engine hashes' keys so removals and later parents
+// resolve. Keys are kvindex.EventKeys' — computed by the replica that
+// applies the events, from token ids — so every replica looks requests up
+// with the same keys.
+//
+// # Round trips
+//
+// A lookup is one round trip: a server-side Lua script (EVALSHA, loaded
+// once and again when the server lost it) walks the request's chain for
+// every candidate endpoint. A batch of KV events is one round trip too,
+// applied atomically. Credits of the approximate index after a pick are
+// queued and written in the background, many to a pipeline, in the order
+// they were made; a full queue drops them and counts them.
+//
+// # Replicas
+//
+// Updates are idempotent: sets, not counters, hold who holds what, so two
+// replicas applying the same engine's events leave the index as one would.
+// A replica that lags behind another on the same engine cannot undo newer
+// events: each endpoint remembers the sequence number of the last batch
+// applied, and older batches are skipped (a cleared endpoint — an engine
+// restart — starts again from any number). Capacities and evictions are
+// decided in the server, atomically, whoever credits the endpoint.
+//
+// Every key has a TTL (Config.TTL, default an hour). A replica extends it
+// for the endpoints it writes for while they are in its pool, so the data
+// of endpoints that every replica has forgotten — or of a replica that died
+// — ages out.
+//
+// # Failures
+//
+// Every call carries a deadline: Config.Timeout on the request path
+// (default 50ms), Config.WriteTimeout for writes. A lookup that fails or
+// times out returns an error and no data; the producers then go on without
+// prefix data for that request. After DownAfter failures in a row the
+// backend is marked down for RetryAfter: lookups fail at once rather than
+// wait for a timeout, writes are dropped, and the next call after that
+// tries the server again, so recovery needs nothing but the server. Errors,
+// timeouts, skips and drops are counted (BackendStats) and logged at most
+// once every ten seconds.
+package redisindex
