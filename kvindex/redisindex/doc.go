@@ -5,6 +5,8 @@
 // sees it all. PrefixIndex implements kvindex.PrefixStore and EventIndex
 // kvindex.EventStore; both pass the conformance suites of kvindextest, so
 // they stand in for the in-memory indexes without a change in routing.
+// InFlight shares the replicas' in-flight request and token counts, so that
+// their load scorers agree.
 //
 // # Data model
 //
@@ -17,6 +19,8 @@
 //	<prefix>p:c:<endpoint>  set: block keys it holds on the CPU (any other tier)
 //	<prefix>p:m:<endpoint>  hash: engine hash → block key, and "seq": the last batch applied
 //	<prefix>p:models        set: base models seen in events (exact keys)
+//	<prefix>f:r:<replica>   hash: endpoint → "requests tokens" a replica has in flight, expiring
+//	<prefix>f:replicas      set: the replicas that publish in-flight counts
 //
 // In the approximate index a block's score is seq·2¹⁶ + (2¹⁶ − 1 − depth),
 // seq one more than the endpoint's newest credit: newer credits outrank
@@ -56,6 +60,17 @@
 // for the endpoints it writes for while they are in its pool, so the data
 // of endpoints that every replica has forgotten — or of a replica that died
 // — ages out.
+//
+// # In-flight counts
+//
+// Each replica publishes its own counts, every InFlightConfig.Interval, to
+// a hash of its own whose expiry it extends at each publish (a heartbeat),
+// and reads the other replicas' hashes in the same script: one round trip
+// per interval whatever the number of endpoints. Readers cache the sum and
+// answer from it without I/O; a replica that dies stops extending its
+// hash, which the server expires (its clock: replicas' clocks need not
+// agree), and it drops out of every view. A replica that closes deletes its
+// hash at once.
 //
 // # Failures
 //

@@ -331,4 +331,42 @@ return {stored, removed, unknown, unresolved, full}
 
 // allScripts are the sources of every script, loaded together when the
 // server lost its script cache.
-var allScripts = []string{prefixMatchSrc, prefixAddSrc, prefixCapacitySrc, prefixRemoveSrc, eventMatchSrc, eventApplySrc}
+var allScripts = []string{prefixMatchSrc, prefixAddSrc, prefixCapacitySrc, prefixRemoveSrc, eventMatchSrc, eventApplySrc, inflightSyncSrc}
+
+// inflightSyncScript publishes a replica's in-flight counts and reads the
+// other replicas'. KEYS: the replicas set, the replica's own hash. ARGV: the
+// replica id, the expiry in milliseconds, the prefix of the replicas'
+// hashes, "1" to replace the replica's counts with the endpoint, value
+// pairs that follow ("0": keep them, heartbeat only). The hash's expiry is
+// extended (the heartbeat) and the replica added to the set while the hash
+// exists. Replicas whose hash expired are removed from the set. Returns 1 if
+// the replica's hash exists (0: the server lost it, or it is empty), then
+// every other replica's hash as a flat field, value array.
+var inflightSyncScript = redis.NewScript(inflightSyncSrc)
+
+const inflightSyncSrc = `
+local own = KEYS[2]
+if ARGV[4] == '1' then
+  redis.call('DEL', own)
+  for i = 5, #ARGV - 1, 2 do
+    redis.call('HSET', own, ARGV[i], ARGV[i + 1])
+  end
+end
+local out = {0}
+if redis.call('PEXPIRE', own, ARGV[2]) == 1 then
+  redis.call('SADD', KEYS[1], ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  out[1] = 1
+end
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if id ~= ARGV[1] then
+    local h = redis.call('HGETALL', ARGV[3] .. id)
+    if #h == 0 then
+      redis.call('SREM', KEYS[1], id)
+    else
+      out[#out + 1] = h
+    end
+  end
+end
+return out
+`

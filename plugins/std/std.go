@@ -129,7 +129,7 @@ func Registry() *plugins.Registry {
 		f("1 for the session's endpoint, 0 otherwise"))
 	plugins.Register[*inflight.Producer](r, scorers.DefaultInFlightProducer, plugins.Category(CategoryProducer), stable,
 		plugins.DefaultFor(scorers.InFlightKey(scorers.DefaultInFlightProducer)),
-		desc("counts this picker's in-flight requests and prompt tokens per endpoint; tokens released at the first chunk"))
+		desc("counts in-flight requests and prompt tokens per endpoint (this picker's, or every replica's with indexBackend redis); tokens released at the first chunk"))
 	plugins.Register[*saturation.Utilization](r, "utilization-detector", plugins.Category(CategorySaturationDetector), stable,
 		desc("pool saturation from scraped queue and KV metrics; as a filter, drops endpoints over their limits × (1 + headroom)"),
 		f("mean over endpoints of max(W/queueDepthThreshold, kv/kvCacheUtilThreshold)"))

@@ -23,7 +23,8 @@ const (
 	Redis = "redis"
 )
 
-// RedisParams are the redis parameters of a prefix producer.
+// RedisParams are the redis parameters of a prefix producer (and of the
+// inflight-load-producer, which ignores TTL and WriteQueue).
 type RedisParams struct {
 	Address     string           `json:"address" doc:"host:port of the Redis or Valkey server every replica shares"`
 	DB          int              `json:"db" doc:"database number"`
