@@ -23,10 +23,10 @@
 //	eppkit_flow_control_requests_total{priority,outcome} dispatched, rejected, expired, cancelled, drained
 //	eppkit_kv_events_messages_total{outcome}             received; dropped (malformed, duplicate, unknown endpoint)
 //	eppkit_kv_events_gaps_total
-//	eppkit_prefix_index_backend_errors_total{producer}   failed calls to a shared index's server (timeouts included)
-//	eppkit_prefix_index_backend_skipped_total{producer}  calls not made while the server was marked down
-//	eppkit_prefix_index_backend_dropped_total{producer}  index updates lost (queue full, server down)
-//	eppkit_prefix_index_backend_down{producer}           1 while the server is marked down
+//	eppkit_shared_backend_errors_total{plugin}           failed calls to a shared backend's server (timeouts included)
+//	eppkit_shared_backend_skipped_total{plugin}          calls not made while the server was marked down
+//	eppkit_shared_backend_dropped_total{plugin}          updates lost (queue full, server down)
+//	eppkit_shared_backend_down{plugin}                   1 while the server is marked down
 //
 // Label cardinality is capped: past Options.LabelLimit distinct values of
 // a model name or fairness id, new values are reported as "other".
@@ -152,11 +152,14 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	m.fcOutcomeDesc = prometheus.NewDesc("eppkit_flow_control_requests_total", "Requests leaving the Flow Control queue, by outcome.", []string{"priority", "outcome"}, nil)
 	m.kvMsgDesc = prometheus.NewDesc("eppkit_kv_events_messages_total", "KV-event messages, by outcome.", []string{"outcome"}, nil)
 	m.kvGapDesc = prometheus.NewDesc("eppkit_kv_events_gaps_total", "Sequence gaps detected in KV-event streams.", nil, nil)
-	producer := []string{"producer"}
-	m.backendErrDesc = prometheus.NewDesc("eppkit_prefix_index_backend_errors_total", "Failed calls to a shared prefix index's server, timeouts included.", producer, nil)
-	m.backendSkipDesc = prometheus.NewDesc("eppkit_prefix_index_backend_skipped_total", "Calls to a shared prefix index's server not made while it was marked down.", producer, nil)
-	m.backendDropDesc = prometheus.NewDesc("eppkit_prefix_index_backend_dropped_total", "Updates of a shared prefix index lost: write queue full or server down.", producer, nil)
-	m.backendDownDesc = prometheus.NewDesc("eppkit_prefix_index_backend_down", "1 while a shared prefix index's server is marked down after repeated errors.", producer, nil)
+	// A shared backend is a plugin's state kept on a server every replica
+	// uses: the prefix indexes and the in-flight counts with indexBackend
+	// redis.
+	plugin := []string{"plugin"}
+	m.backendErrDesc = prometheus.NewDesc("eppkit_shared_backend_errors_total", "Failed calls to a plugin's shared backend server, timeouts included.", plugin, nil)
+	m.backendSkipDesc = prometheus.NewDesc("eppkit_shared_backend_skipped_total", "Calls to a plugin's shared backend server not made while it was marked down.", plugin, nil)
+	m.backendDropDesc = prometheus.NewDesc("eppkit_shared_backend_dropped_total", "Updates to a plugin's shared backend lost: write queue full or server down.", plugin, nil)
+	m.backendDownDesc = prometheus.NewDesc("eppkit_shared_backend_down", "1 while a plugin's shared backend server is marked down after repeated errors.", plugin, nil)
 
 	for _, c := range []prometheus.Collector{m.requests, m.errors, m.statuses, m.duration, m.inTokens, m.outTokens, m.cached,
 		m.stages, m.schedulerE2E, m.plugins, m.prefixHit, (*gauges)(m)} {

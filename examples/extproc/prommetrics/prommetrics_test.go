@@ -153,15 +153,15 @@ func TestSharedIndexBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `
-# HELP eppkit_prefix_index_backend_errors_total Failed calls to a shared prefix index's server, timeouts included.
-# TYPE eppkit_prefix_index_backend_errors_total counter
-eppkit_prefix_index_backend_errors_total{producer="approx"} 1
-# HELP eppkit_prefix_index_backend_down 1 while a shared prefix index's server is marked down after repeated errors.
-# TYPE eppkit_prefix_index_backend_down gauge
-eppkit_prefix_index_backend_down{producer="approx"} 0
+# HELP eppkit_shared_backend_errors_total Failed calls to a plugin's shared backend server, timeouts included.
+# TYPE eppkit_shared_backend_errors_total counter
+eppkit_shared_backend_errors_total{plugin="approx"} 1
+# HELP eppkit_shared_backend_down 1 while a plugin's shared backend server is marked down after repeated errors.
+# TYPE eppkit_shared_backend_down gauge
+eppkit_shared_backend_down{plugin="approx"} 0
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "eppkit_prefix_index_backend_errors_total",
-		"eppkit_prefix_index_backend_down", "llm_d_epp_prefix_indexer_size"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "eppkit_shared_backend_errors_total",
+		"eppkit_shared_backend_down", "llm_d_epp_prefix_indexer_size"); err != nil {
 		t.Error(err)
 	}
 }
