@@ -109,6 +109,7 @@ func readBlocks(d *parsers.Decoder, t *parsers.Concat, media *[]parsers.Media) {
 		if d.Kind() != parsers.Invalid {
 			d.Errorf("want a string or an array of content blocks")
 		}
+		d.Skip() // reports the syntax error of an invalid value
 	}
 }
 

@@ -109,6 +109,9 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add(s)
 	}
 	f.Add(`{"model":"c","system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"text","text":"x"}]}]}]}`)
+	// Members without a value (the fuzzer found the like in the OpenAI parser).
+	f.Add(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":}]}`)
+	f.Add(`{"model":"m","max_tokens":1,"system":,"messages":[]}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		b, err := (&anthropic.Parser{}).ParseRequest("messages", []byte(body))
 		if err != nil {

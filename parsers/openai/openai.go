@@ -329,6 +329,7 @@ func readContent(d *parsers.Decoder, text *parsers.Concat, media *[]parsers.Medi
 		if d.Kind() != parsers.Invalid {
 			d.Errorf("want a string or an array of content parts")
 		}
+		d.Skip() // reports the syntax error of an invalid value
 	}
 }
 
