@@ -233,6 +233,27 @@ func (s *Selector) Parse(path string, body []byte) (*Body, error) {
 	return p.ParseRequest(suf, body)
 }
 
+// ReadContent starts reading message content as the chat APIs write it:
+// null, a string (added to text), or an array of parts, for which it
+// reports true and the caller reads each element while d.More(). Any other
+// value is an error naming what the array holds (e.g. "content parts"); an
+// invalid one a syntax error.
+func ReadContent(d *Decoder, text *Concat, what string) (parts bool) {
+	switch d.Kind() {
+	case Null:
+		d.Null()
+	case String:
+		text.Add(d.String())
+	case Array:
+		return d.Array()
+	case Invalid:
+		d.Skip() // reports the syntax error
+	default:
+		d.Errorf("want a string or an array of %s", what)
+	}
+	return false
+}
+
 // Concat builds a message's flattened text from its parts. The zero value is
 // empty and ready; it allocates only for a second non-empty part, so the
 // common one-part message keeps the parser's string as is.

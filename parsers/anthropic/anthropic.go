@@ -95,21 +95,10 @@ func readMessage(d *parsers.Decoder) parsers.Message {
 // readBlocks reads content: a string or an array of blocks. media may be nil
 // (the system prompt has none).
 func readBlocks(d *parsers.Decoder, t *parsers.Concat, media *[]parsers.Media) {
-	switch d.Kind() {
-	case parsers.Null:
-		d.Null()
-	case parsers.String:
-		t.Add(d.String())
-	case parsers.Array:
-		d.Array()
+	if parsers.ReadContent(d, t, "content blocks") {
 		for d.More() {
 			readBlock(d, t, media)
 		}
-	default:
-		if d.Kind() != parsers.Invalid {
-			d.Errorf("want a string or an array of content blocks")
-		}
-		d.Skip() // reports the syntax error of an invalid value
 	}
 }
 

@@ -314,22 +314,11 @@ func readMessage(d *parsers.Decoder) parsers.Message {
 }
 
 // readContent reads message content: null, a string, or an array of parts.
-func readContent(d *parsers.Decoder, text *parsers.Concat, media *[]parsers.Media) {
-	switch d.Kind() {
-	case parsers.Null:
-		d.Null()
-	case parsers.String:
-		text.Add(d.String())
-	case parsers.Array:
-		d.Array()
+func readContent(d *parsers.Decoder, t *parsers.Concat, media *[]parsers.Media) {
+	if parsers.ReadContent(d, t, "content parts") {
 		for d.More() {
-			readPart(d, text, media)
+			readPart(d, t, media)
 		}
-	default:
-		if d.Kind() != parsers.Invalid {
-			d.Errorf("want a string or an array of content parts")
-		}
-		d.Skip() // reports the syntax error of an invalid value
 	}
 }
 
