@@ -34,6 +34,10 @@ const (
 	minSlots   = 64
 	maxLoadNum = 9  // grow beyond 9/10 full, by a quarter, so that the load
 	maxLoadDen = 10 // stays in [0.72, 0.9]: 8 B per slot is ≤ 11.2 B per node
+	// Below doubleSlots slots (8 MiB) the table doubles instead: a growing
+	// index then moves each entry about once rather than four times, and
+	// the memory this costs is small.
+	doubleSlots = 1 << 20
 )
 
 // blockTable maps a block hash to its node. Nodes live in a chunked slab with
@@ -91,7 +95,11 @@ func (t *blockTable) find(h uint64) uint32 {
 func (t *blockTable) insert(h uint64, parent, set uint32) uint32 {
 	h = spread(h)
 	if (t.count+1)*maxLoadDen > len(t.slots)*maxLoadNum {
-		t.resize(max(minSlots, len(t.slots)+len(t.slots)/4))
+		grow := len(t.slots) / 4
+		if len(t.slots) < doubleSlots {
+			grow = len(t.slots)
+		}
+		t.resize(max(minSlots, len(t.slots)+grow))
 	}
 	i := t.free
 	if i != 0 {

@@ -186,6 +186,7 @@ type cluster struct {
 	events  eventHeap
 	seq     uint64
 	buf     []byte
+	resp    []byte // the response body complete builds, reused
 
 	arrived, completed, failed, outstanding int
 	ttft, e2e, queue                        []float64
@@ -446,9 +447,18 @@ func (c *cluster) complete(q *seq) {
 	r := q.req
 	x := q.user.(*requestcontrol.Exchange)
 	x.ResponseHeaders("", http.StatusOK, http.Header{"Content-Type": {"application/json"}})
-	resp := fmt.Appendf(nil, `{"object":"text_completion","model":%q,"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d}}}`,
-		r.Model, r.PromptTokens, r.OutputTokens, r.PromptTokens+r.OutputTokens, q.cached)
-	x.ResponseBody(resp, true)
+	c.resp = append(c.resp[:0], `{"object":"text_completion","model":`...)
+	c.resp = strconv.AppendQuote(c.resp, r.Model)
+	c.resp = append(c.resp, `,"choices":[],"usage":{"prompt_tokens":`...)
+	c.resp = strconv.AppendInt(c.resp, int64(r.PromptTokens), 10)
+	c.resp = append(c.resp, `,"completion_tokens":`...)
+	c.resp = strconv.AppendInt(c.resp, int64(r.OutputTokens), 10)
+	c.resp = append(c.resp, `,"total_tokens":`...)
+	c.resp = strconv.AppendInt(c.resp, int64(r.PromptTokens+r.OutputTokens), 10)
+	c.resp = append(c.resp, `,"prompt_tokens_details":{"cached_tokens":`...)
+	c.resp = strconv.AppendInt(c.resp, int64(q.cached), 10)
+	c.resp = append(c.resp, `}}}`...)
+	x.ResponseBody(c.resp, true)
 	x.Close(nil)
 	q.user = nil
 	c.ttft = append(c.ttft, (q.firstToken - q.arrival).Seconds())
@@ -481,35 +491,63 @@ func appendBody(b []byte, r *Request, blockTokens int) []byte {
 	b = append(b, `,"prompt":"`...)
 	left := r.PromptTokens * 4
 	per := blockTokens * 4
+	start := len(b)
+	b = b[:start+min(left, per*len(r.Units))]
+	dst := b[start:]
 	for _, u := range r.Units {
-		if left <= 0 {
+		if len(dst) == 0 {
 			break
 		}
-		n := min(per, left)
-		left -= n
-		b = appendUnit(b, u, n)
+		n := min(per, len(dst))
+		unitText(dst[:n], u)
+		dst = dst[n:]
 	}
 	return append(b, `"}`...)
 }
 
-// appendUnit appends the first n bytes of unit u's text. The first 16
-// bytes spell mix(u), so different units start differently; the rest
-// follows from it by an LCG step per 16 bytes.
+// appendUnit appends the first n bytes of unit u's text (unitText).
 func appendUnit(b []byte, u uint64, n int) []byte {
-	v := mix(u + 0x9e3779b97f4a7c15)
 	start := len(b)
 	b = slices.Grow(b, n)[:start+n]
-	dst := b[start:]
-	for ; len(dst) >= 16; dst = dst[16:] {
+	unitText(b[start:], u)
+	return b
+}
+
+// unitText fills dst with the first len(dst) bytes of unit u's text. The
+// first 16 bytes spell mix(u), so different units start differently; the
+// rest is copied from textPool at an offset mix(u) also gives: a copy, not
+// a generator step per 16 bytes, since the feeder writes 29 KB of prompt
+// per tenants request.
+func unitText(dst []byte, u uint64) {
+	v := mix(u + 0x9e3779b97f4a7c15)
+	if len(dst) >= 16 {
 		binary.LittleEndian.PutUint64(dst, letters(uint32(v)))
 		binary.LittleEndian.PutUint64(dst[8:], letters(uint32(v>>32)))
-		v = v*6364136223846793005 + 1442695040888963407
-	}
-	if len(dst) > 0 {
+		dst = dst[16:]
+	} else {
 		var w [16]byte
 		binary.LittleEndian.PutUint64(w[:], letters(uint32(v)))
 		binary.LittleEndian.PutUint64(w[8:], letters(uint32(v>>32)))
-		copy(dst, w[:])
+		dst = dst[copy(dst, w[:]):]
 	}
-	return b
+	off := int(v>>48) & (len(textPool) - 64)
+	if len(dst) == 48 { // 16-token blocks: a fixed-size copy, inlined
+		*(*[48]byte)(dst) = *(*[48]byte)(textPool[off:])
+		return
+	}
+	for ; len(dst) > 0; off = 0 {
+		dst = dst[copy(dst, textPool[off:]):]
+	}
 }
+
+// textPool is the text that units' texts continue with: 64 KiB of letters
+// from a fixed LCG, the same in every run.
+var textPool = func() []byte {
+	p := make([]byte, 1<<16)
+	v := uint64(0x2545f4914f6cdd1d)
+	for i := 0; i < len(p); i += 8 {
+		v = v*6364136223846793005 + 1442695040888963407
+		binary.LittleEndian.PutUint64(p[i:], letters(uint32(v>>32)))
+	}
+	return p
+}()
