@@ -696,6 +696,19 @@ const (
 func invalidText(b []byte) int {
 	i := 0
 	for i < len(b) {
+		for i+32 <= len(b) { // four words at a time while none has a flag
+			w0 := binary.LittleEndian.Uint64(b[i:])
+			w1 := binary.LittleEndian.Uint64(b[i+8:])
+			w2 := binary.LittleEndian.Uint64(b[i+16:])
+			w3 := binary.LittleEndian.Uint64(b[i+24:])
+			if ((w0-0x20*lsb)|w0|(w1-0x20*lsb)|w1|(w2-0x20*lsb)|w2|(w3-0x20*lsb)|w3)&msb != 0 {
+				break
+			}
+			i += 32
+		}
+		if i == len(b) {
+			break
+		}
 		if i+8 <= len(b) {
 			// No byte below 0x20 and none at or above 0x80 (false positives,
 			// from borrows, only send a word to the byte loop).
