@@ -15,6 +15,9 @@
 //
 //	<prefix>a:<endpoint>    sorted set: the endpoint's block hashes (8 bytes), approximate index
 //	<prefix>a:cap           hash: endpoint → capacity in blocks
+//	<prefix>ai:<endpoint>   string: the endpoint's id, a small number
+//	<prefix>ah              hash: block hash → bitmap of the ids of the endpoints that hold it
+//	<prefix>ao              hash: id → endpoint, for every id in use or not yet swept
 //	<prefix>p:g:<endpoint>  set: block keys the endpoint holds on the GPU, precise index
 //	<prefix>p:c:<endpoint>  set: block keys it holds on the CPU (any other tier)
 //	<prefix>p:m:<endpoint>  hash: engine hash → block key, and "seq": the last batch applied
@@ -28,8 +31,14 @@
 // Trimming the lowest scores to the endpoint's capacity therefore evicts the
 // least recently credited prefixes, tails first, exactly as
 // kvindex.PrefixIndex does, and what an endpoint holds stays closed under
-// prefixes — so a lookup finds an endpoint's run by galloping and bisecting
-// over the chain, about 2·log₂(run) lookups, instead of reading it.
+// prefixes. The holders hash mirrors the sets block by block, so the
+// holders of a chain's blocks shrink along the chain, and a lookup finds
+// every candidate's run by bisecting the chain once for all of them: about
+// k·log₂(n/k) lookups of the hash for k distinct run lengths, whatever the
+// number of endpoints. A removed endpoint's id (or that of one whose data
+// expired) is dropped at once and its bits are cleared in the background by
+// a scan of the holders hash (the sweep, every refresh period), after which
+// the id is reused.
 //
 // The precise index keeps per endpoint the sets of what the engine reported
 // in each tier, and the engine hashes' keys so removals and later parents

@@ -21,8 +21,9 @@ import (
 // counts.
 //
 // Each endpoint is one sorted set of its block hashes (8 bytes each), scored
-// by recency and depth (see the package documentation). MatchContext is one
-// round trip (a script that gallops over each endpoint's run); Add,
+// by recency and depth, mirrored block by block in a hash of each block's
+// holders (see the package documentation). MatchContext is one round trip (a
+// script that bisects the chain once for all endpoints); Add,
 // SetCapacity and RemoveEndpoint are queued and written in the background in
 // pipelined batches, in the order they were called. Flush waits for them.
 //
@@ -38,9 +39,15 @@ type PrefixIndex struct {
 	closed  bool
 
 	caps    sync.Map // endpoint → capacity set through this replica (int)
-	keys    sync.Map // endpoint → its set's key, for endpoints written
+	keys    sync.Map // endpoint → its set's and id key, for endpoints written
 	capsKey string
+	// holdKey (the holders hash) and ownersKey (id → endpoint) are shared
+	// by all endpoints.
+	holdKey, ownersKey string
 }
+
+// endpointKeys are the keys of one endpoint: its sorted set and its id.
+type endpointKeys struct{ set, id string }
 
 // prefixOp is one queued update.
 type prefixOp struct {
@@ -72,21 +79,24 @@ func NewPrefixIndex(cfg Config, icfg kvindex.PrefixIndexConfig) (*PrefixIndex, e
 		queue:      make(chan prefixOp, c.cfg.QueueSize),
 		closing:    make(chan struct{}),
 		capsKey:    c.cfg.KeyPrefix + "a:cap",
+		holdKey:    c.cfg.KeyPrefix + "ah",
+		ownersKey:  c.cfg.KeyPrefix + "ao",
 	}
 	c.wg.Add(1)
 	go x.write()
 	if x.ttl > 0 {
 		c.every(c.refreshPeriod(), x.refresh)
 	}
+	c.every(c.refreshPeriod(), x.sweep)
 	return x, nil
 }
 
-// setKey is the key of an endpoint's sorted set.
-func (x *PrefixIndex) setKey(endpoint string) string {
+// keysOf returns the keys of an endpoint.
+func (x *PrefixIndex) keysOf(endpoint string) endpointKeys {
 	if k, ok := x.keys.Load(endpoint); ok {
-		return k.(string)
+		return k.(endpointKeys)
 	}
-	return x.c.cfg.KeyPrefix + "a:" + endpoint
+	return endpointKeys{set: x.c.cfg.KeyPrefix + "a:" + endpoint, id: x.c.cfg.KeyPrefix + "ai:" + endpoint}
 }
 
 // MatchContext sets matched[i] to the number of consecutive blocks, from
@@ -104,9 +114,10 @@ func (x *PrefixIndex) MatchContext(ctx context.Context, hashes []uint64, endpoin
 		return ErrUnavailable
 	}
 	hashes = hashes[:min(len(hashes), MaxChain)]
-	keys := make([]string, len(endpoints))
+	keys := make([]string, 1+len(endpoints))
+	keys[0] = x.holdKey
 	for i, e := range endpoints {
-		keys[i] = x.setKey(e)
+		keys[1+i] = x.keysOf(e).id
 	}
 	buf := getBuf(8 * len(hashes))
 	defer putBuf(buf)
@@ -138,7 +149,7 @@ func (x *PrefixIndex) Add(endpoint string, hashes []uint64) {
 	hashes = hashes[:min(len(hashes), MaxChain)]
 	c, _ := x.caps.Load(endpoint)
 	capacity, _ := c.(int)
-	x.keys.LoadOrStore(endpoint, x.c.cfg.KeyPrefix+"a:"+endpoint)
+	x.keys.LoadOrStore(endpoint, x.keysOf(endpoint))
 	x.enqueue(prefixOp{kind: 'a', endpoint: endpoint, chain: slices.Clone(hashes), capacity: capacity})
 }
 
@@ -152,7 +163,7 @@ func (x *PrefixIndex) SetCapacity(endpoint string, blocks int) {
 	} else {
 		x.caps.Store(endpoint, blocks)
 	}
-	x.keys.LoadOrStore(endpoint, x.c.cfg.KeyPrefix+"a:"+endpoint)
+	x.keys.LoadOrStore(endpoint, x.keysOf(endpoint))
 	x.enqueue(prefixOp{kind: 'c', endpoint: endpoint, capacity: blocks})
 }
 
@@ -345,7 +356,8 @@ func firstError(cmds []redis.Cmder) (int, error) {
 func (x *PrefixIndex) pipeline(ctx context.Context, ops []prefixOp) []redis.Cmder {
 	pipe := x.c.client.Pipeline()
 	for _, op := range ops {
-		keys := []string{x.c.cfg.KeyPrefix + "a:" + op.endpoint, x.capsKey}
+		ek := x.keysOf(op.endpoint)
+		keys := []string{ek.set, x.capsKey, x.holdKey, ek.id, x.ownersKey}
 		switch op.kind {
 		case 'a':
 			prefixAddScript.EvalSha(ctx, pipe, keys, addArgs(op, x.defaultCap, x.ttl)...)
@@ -436,14 +448,70 @@ func (x *PrefixIndex) refresh() {
 	ttl := x.c.cfg.TTL
 	pipe.PExpire(ctx, x.capsKey, ttl)
 	x.keys.Range(func(_, k any) bool {
-		pipe.PExpire(ctx, k.(string), ttl)
+		pipe.PExpire(ctx, k.(endpointKeys).set, ttl)
+		pipe.PExpire(ctx, k.(endpointKeys).id, ttl)
 		return true
 	})
+	// Last, so that they outlive every endpoint's keys.
+	pipe.PExpire(ctx, x.holdKey, ttl)
+	pipe.PExpire(ctx, x.ownersKey, ttl)
 	_, err := pipe.Exec(ctx)
 	if errors.Is(err, redis.Nil) {
 		err = nil
 	}
 	_ = x.c.done(context.Background(), "refresh", err)
+}
+
+// sweepCount is how many fields of the holders hash one sweep step scans.
+const sweepCount = 1000
+
+// sweep clears the bits of dropped endpoint ids — of endpoints removed, or
+// whose data expired — from the holders hash, a step of a scan per round
+// trip, and frees the ids for new endpoints. Until then a dropped id only
+// costs memory: no endpoint's id key names it.
+func (x *PrefixIndex) sweep() {
+	if !x.c.up() {
+		return
+	}
+	call := func(f func(ctx context.Context) error) error {
+		ctx, cancel := context.WithTimeout(context.Background(), x.c.cfg.WriteTimeout)
+		defer cancel()
+		return x.c.done(context.Background(), "sweep", f(ctx))
+	}
+	var ids []string
+	err := call(func(ctx context.Context) (err error) {
+		ids, err = prefixOrphansScript.Run(ctx, x.c.client, []string{x.ownersKey}, x.c.cfg.KeyPrefix+"ai:").StringSlice()
+		return err
+	})
+	if err != nil || len(ids) == 0 {
+		return
+	}
+	args := make([]any, 2, 2+len(ids))
+	args[1] = sweepCount
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	for cursor := "0"; ; {
+		args[0] = cursor
+		err := call(func(ctx context.Context) (err error) {
+			cursor, err = prefixSweepScript.Run(ctx, x.c.client, []string{x.holdKey}, args...).Text()
+			return err
+		})
+		if err != nil {
+			return
+		}
+		select {
+		case <-x.closing:
+			return
+		default:
+		}
+		if cursor == "0" {
+			break
+		}
+	}
+	_ = call(func(ctx context.Context) error {
+		return x.c.client.HDel(ctx, x.ownersKey, ids...).Err()
+	})
 }
 
 // bufs recycles the packed chains of lookups.

@@ -7,54 +7,136 @@ import "github.com/redis/go-redis/v9"
 // and keys travel as 8-byte big-endian strings, a whole chain packed into
 // one argument.
 
+// The approximate index keeps, beside each endpoint's sorted set, who holds
+// each block: the holders hash maps a block's hash to a bitmap of the
+// endpoints that hold it (bit id % 8 of byte id / 8, trailing zero bytes
+// cut, so equal sets are equal strings), an endpoint's id being the number
+// in its id key. As what each endpoint holds is closed under prefixes, the
+// holders of a chain's blocks shrink along it, and a lookup finds every
+// endpoint's run by bisecting the chain once for all of them.
+
+// holderLib is the Lua shared by the scripts that change what an endpoint
+// holds: flip sets (on) or clears its bit in the holders of fields, trim
+// evicts its lowest-scored blocks down to cap and clears their bits.
+const holderLib = `
+local function flip(hold, id, fields, on)
+  local bi, mask = math.floor(id / 8) + 1, 2 ^ (id % 8)
+  for s = 1, #fields, 500 do
+    local part = {unpack(fields, s, math.min(#fields, s + 499))}
+    local vals = redis.call('HMGET', hold, unpack(part))
+    local put, del = {}, {}
+    for x = 1, #part do
+      local v = vals[x] or ''
+      local b = string.byte(v, bi) or 0
+      local nb = b
+      if on then nb = bit.bor(b, mask) else nb = bit.band(b, 255 - mask) end
+      if nb ~= b then
+        if #v < bi then
+          v = v .. string.rep('\0', bi - 1 - #v) .. string.char(nb)
+        else
+          v = string.sub(v, 1, bi - 1) .. string.char(nb) .. string.sub(v, bi + 1)
+        end
+        local e = #v
+        while e > 0 and string.byte(v, e) == 0 do e = e - 1 end
+        if e == 0 then
+          del[#del + 1] = part[x]
+        else
+          put[#put + 1] = part[x]
+          put[#put + 1] = string.sub(v, 1, e)
+        end
+      end
+    end
+    if #put > 0 then redis.call('HSET', hold, unpack(put)) end
+    if #del > 0 then redis.call('HDEL', hold, unpack(del)) end
+  end
+end
+local function trim(set, hold, id, cap)
+  local size = redis.call('ZCARD', set)
+  if size <= cap then return size end
+  if id then flip(hold, id, redis.call('ZRANGE', set, 0, size - cap - 1), false) end
+  redis.call('ZREMRANGEBYRANK', set, 0, size - cap - 1)
+  return cap
+end
+`
+
 // prefixMatchScript finds, for each endpoint, how many consecutive blocks of
-// the chain from block 0 it holds. KEYS: the endpoints' sorted sets; ARGV[1]:
-// the chain. An endpoint's held blocks are closed under prefixes (see
-// prefixAddScript), so the count is found by lookups of single blocks: block
-// 0 (an endpoint without it is done), the last block (one that holds the
-// whole chain is done), then galloping and bisecting in between, about
-// 2·log₂(count) more.
+// the chain from block 0 it holds. KEYS[1]: the holders hash; then each
+// endpoint's id key. ARGV[1]: the chain. The holders of block d include
+// those of block d+1, so an endpoint's run ends where its bit goes: the
+// script bisects every interval whose ends differ, all of one round in one
+// HMGET, and an endpoint whose bit is set at lo and clear at lo+1 holds
+// lo+1 blocks. The probes are shared by all endpoints: about
+// k·log₂(n/k) for k distinct run lengths, whatever the number of
+// endpoints.
 var prefixMatchScript = redis.NewScript(prefixMatchSrc)
 
 const prefixMatchSrc = `
-local chain = ARGV[1]
+local chain, hold = ARGV[1], KEYS[1]
 local n = #chain / 8
-local out = {}
-for e = 1, #KEYS do
-  local k = KEYS[e]
-  local function held(d)
-    return redis.call('ZSCORE', k, string.sub(chain, d * 8 + 1, d * 8 + 8))
-  end
-  local m = 0
-  if n > 0 and held(0) then
-    local lo, hi, step = 0, n - 1, 1
-    if n == 1 or held(n - 1) then lo, hi = n - 1, n end
-    while lo + step < hi do
-      if held(lo + step) then
-        lo = lo + step
-        step = step * 2
+local ids = redis.call('MGET', unpack(KEYS, 2))
+local run = {}
+local sub, byte, band, bnot = string.sub, string.byte, bit.band, bit.bnot
+local first = redis.call('HGET', hold, sub(chain, 1, 8))
+if first then
+  local LOG = {[1] = 0, [2] = 1, [4] = 2, [8] = 3, [16] = 4, [32] = 5, [64] = 6, [128] = 7}
+  -- Open intervals (lo, hi, holders at lo, holders at hi), four slots
+  -- each; position n, past the chain, is held by nobody.
+  local open, m = {0, n, first, ''}, 4
+  while m > 0 do
+    local fields, split, k = {}, {}, 0
+    for i = 1, m, 4 do
+      local lo, hi, a, b = open[i], open[i + 1], open[i + 2], open[i + 3]
+      if hi - lo == 1 then
+        for j = 1, #a do
+          local x = band(byte(a, j), bnot(byte(b, j) or 0))
+          while x ~= 0 do
+            local low = band(x, -x)
+            run[j * 8 - 8 + LOG[low]] = hi
+            x = x - low
+          end
+        end
       else
-        hi = lo + step
+        local mid = lo + math.floor((hi - lo) / 2)
+        fields[#fields + 1] = sub(chain, mid * 8 + 1, mid * 8 + 8)
+        split[k + 1], split[k + 2], split[k + 3], split[k + 4], split[k + 5] = lo, mid, hi, a, b
+        k = k + 5
       end
     end
-    while hi - lo > 1 do
-      local mid = math.floor((lo + hi) / 2)
-      if held(mid) then lo = mid else hi = mid end
+    open, m = {}, 0
+    if #fields > 0 then
+      local vs = redis.call('HMGET', hold, unpack(fields))
+      for t = 1, #fields do
+        local at = t * 5 - 5
+        local lo, mid, hi, a, b = split[at + 1], split[at + 2], split[at + 3], split[at + 4], split[at + 5]
+        local v = vs[t] or ''
+        if v ~= a then
+          open[m + 1], open[m + 2], open[m + 3], open[m + 4] = lo, mid, a, v
+          m = m + 4
+        end
+        if v ~= b then
+          open[m + 1], open[m + 2], open[m + 3], open[m + 4] = mid, hi, v, b
+          m = m + 4
+        end
+      end
     end
-    m = lo + 1
   end
-  out[e] = m
+end
+local out = {}
+for e = 1, #ids do
+  local id = tonumber(ids[e])
+  out[e] = id and run[id] or 0
 end
 return out
 `
 
 // prefixAddScript credits an endpoint with one or more chains, as if added
-// one after the other. KEYS[1]: its sorted set; KEYS[2]: the capacity hash.
-// ARGV: endpoint, capacity (0: the stored one, else the default), default
-// capacity, TTL in ms (0: none), the number of chains, then for each chain
-// j: the depth s of its first block sent (the blocks before it are credited
-// by a later chain), the number of blocks sent, and their hashes, one
-// argument each. A chain's blocks past the capacity are not credited.
+// one after the other. KEYS: its sorted set, the capacity hash, the holders
+// hash, its id key, the owners hash (id → endpoint). ARGV: endpoint,
+// capacity (0: the stored one, else the default), default capacity, TTL in
+// ms (0: none), the number of chains, then for each chain j: the depth s of
+// its first block sent (the blocks before it are credited by a later
+// chain), the number of blocks sent, and their hashes, one argument each. A
+// chain's blocks past the capacity are not credited.
 //
 // A block's score is (seq + j)·65536 + (65535 − depth), seq one more than
 // the newest Add's: a newer Add outranks every older one, and within one
@@ -64,18 +146,67 @@ return out
 // tails first, and leaves what an endpoint holds closed under prefixes, as
 // kvindex.PrefixIndex does. seq needs no counter: it is read from the set's
 // top score.
+//
+// The endpoint's bit is set in the holders of the blocks it did not hold
+// (of a chain's blocks sent, those past the ones it holds, found by
+// bisection) and cleared in those of the blocks evicted. An endpoint
+// without an id, or whose set is gone (expired) while its id key lingers,
+// takes the lowest id the owners hash does not list; a dropped id stays
+// listed until the sweep has cleared its bits everywhere.
 var prefixAddScript = redis.NewScript(prefixAddSrc)
 
-const prefixAddSrc = `
-local set, caps = KEYS[1], KEYS[2]
+const prefixAddSrc = holderLib + `
+local set, caps, hold, idk, owners = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local cap = tonumber(ARGV[2])
 if cap <= 0 then cap = tonumber(redis.call('HGET', caps, ARGV[1]) or ARGV[3]) end
+local id = redis.call('GET', idk)
+if not id or redis.call('EXISTS', set) == 0 then
+  id = 0
+  while redis.call('HSETNX', owners, id, ARGV[1]) == 0 do id = id + 1 end
+  redis.call('SET', idk, id)
+end
+id = tonumber(id)
 local D = 65536
 local top = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
 local seq = 1
 if top[2] then seq = math.floor(tonumber(top[2]) / D) + 1 end
-local args = {}
+-- The blocks each chain adds: what the set holds of a chain is a run from
+-- its block 0, so the first block sent that it lacks is found by galloping
+-- and bisecting, and every block after it is new too.
+local fresh = {}
 local i = 6
+for j = 0, tonumber(ARGV[5]) - 1 do
+  local s, k = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local last = math.min(s + k, cap) - 1
+  if last >= s then
+    local function held(d) return redis.call('ZSCORE', set, ARGV[i + 2 + d - s]) end
+    local from = s
+    if held(s) then
+      if held(last) then
+        from = last + 1
+      else
+        local lo, hi, step = s, last, 1
+        while lo + step < hi do
+          if held(lo + step) then
+            lo = lo + step
+            step = step * 2
+          else
+            hi = lo + step
+          end
+        end
+        while hi - lo > 1 do
+          local mid = math.floor((lo + hi) / 2)
+          if held(mid) then lo = mid else hi = mid end
+        end
+        from = hi
+      end
+    end
+    for d = from, last do fresh[#fresh + 1] = ARGV[i + 2 + d - s] end
+  end
+  i = i + 2 + k
+end
+local args = {}
+i = 6
 for j = 0, tonumber(ARGV[5]) - 1 do
   local s, k = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   local base = (seq + j) * D + D - 1
@@ -90,23 +221,23 @@ for j = 0, tonumber(ARGV[5]) - 1 do
   i = i + 2 + k
 end
 if #args > 0 then redis.call('ZADD', set, unpack(args)) end
-local size = redis.call('ZCARD', set)
-if size > cap then
-  redis.call('ZREMRANGEBYRANK', set, 0, size - cap - 1)
-  size = cap
-end
+flip(hold, id, fresh, true)
+local size = trim(set, hold, id, cap)
 local ttl = tonumber(ARGV[4])
-if ttl > 0 and size > 0 then redis.call('PEXPIRE', set, ttl) end
+if ttl > 0 then
+  for _, key in ipairs({set, idk, hold, owners}) do redis.call('PEXPIRE', key, ttl) end
+end
+if size == 0 then redis.call('DEL', idk) end
 return size
 `
 
 // prefixCapacityScript sets an endpoint's capacity and trims its set to
-// it. KEYS[1]: the sorted set; KEYS[2]: the capacity hash. ARGV: endpoint,
-// capacity (0: back to the default), default capacity, TTL in ms.
+// it. KEYS: as prefixAddScript's. ARGV: endpoint, capacity (0: back to the
+// default), default capacity, TTL in ms.
 var prefixCapacityScript = redis.NewScript(prefixCapacitySrc)
 
-const prefixCapacitySrc = `
-local set, caps = KEYS[1], KEYS[2]
+const prefixCapacitySrc = holderLib + `
+local set, caps, hold, idk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local cap = tonumber(ARGV[2])
 if cap <= 0 then
   redis.call('HDEL', caps, ARGV[1])
@@ -116,19 +247,74 @@ else
   local ttl = tonumber(ARGV[4])
   if ttl > 0 then redis.call('PEXPIRE', caps, ttl) end
 end
-local size = redis.call('ZCARD', set)
-if size > cap then redis.call('ZREMRANGEBYRANK', set, 0, size - cap - 1) end
+local id = redis.call('GET', idk)
+trim(set, hold, id and tonumber(id), cap)
 return 0
 `
 
-// prefixRemoveScript forgets an endpoint. KEYS[1]: its sorted set; KEYS[2]:
-// the capacity hash. ARGV[1]: the endpoint.
+// prefixRemoveScript forgets an endpoint. KEYS: as prefixAddScript's.
+// ARGV[1]: the endpoint. Its id is dropped with its id key, its bits left
+// for the sweep to clear.
 var prefixRemoveScript = redis.NewScript(prefixRemoveSrc)
 
 const prefixRemoveSrc = `
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[4])
 redis.call('HDEL', KEYS[2], ARGV[1])
 return 0
+`
+
+// prefixOrphansScript lists the dropped ids: those the owners hash lists
+// whose endpoint's id key is gone or names another id (the endpoint was
+// removed, or its data expired). KEYS[1]: the owners hash; ARGV[1]: the
+// prefix of the id keys. No script ever sets a dropped id's bits again.
+var prefixOrphansScript = redis.NewScript(prefixOrphansSrc)
+
+const prefixOrphansSrc = `
+local out = {}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  if redis.call('GET', ARGV[1] .. all[i + 1]) ~= all[i] then out[#out + 1] = all[i] end
+end
+return out
+`
+
+// prefixSweepScript clears dropped ids' bits in one step of a scan of the
+// holders hash. KEYS[1]: the holders hash. ARGV: the scan cursor, the
+// number of fields to scan, then the ids. It returns the next cursor ("0":
+// the scan is complete).
+var prefixSweepScript = redis.NewScript(prefixSweepSrc)
+
+const prefixSweepSrc = `
+local hold = KEYS[1]
+local r = redis.call('HSCAN', hold, ARGV[1], 'COUNT', ARGV[2])
+local masks = {}
+for i = 3, #ARGV do
+  local id = tonumber(ARGV[i])
+  local bi = math.floor(id / 8) + 1
+  masks[bi] = bit.bor(masks[bi] or 0, 2 ^ (id % 8))
+end
+local kv = r[2]
+for i = 1, #kv, 2 do
+  local v = kv[i + 1]
+  local bytes = {string.byte(v, 1, -1)}
+  local changed = false
+  for bi, mask in pairs(masks) do
+    if bytes[bi] and bit.band(bytes[bi], mask) ~= 0 then
+      bytes[bi] = bit.band(bytes[bi], 255 - mask)
+      changed = true
+    end
+  end
+  if changed then
+    local e = #bytes
+    while e > 0 and bytes[e] == 0 do e = e - 1 end
+    if e == 0 then
+      redis.call('HDEL', hold, kv[i])
+    else
+      redis.call('HSET', hold, kv[i], string.char(unpack(bytes, 1, e)))
+    end
+  end
+end
+return r[1]
 `
 
 // eventMatchScript finds, for each endpoint, the consecutive blocks of the
@@ -331,7 +517,7 @@ return {stored, removed, unknown, unresolved, full}
 
 // allScripts are the sources of every script, loaded together when the
 // server lost its script cache.
-var allScripts = []string{prefixMatchSrc, prefixAddSrc, prefixCapacitySrc, prefixRemoveSrc, eventMatchSrc, eventApplySrc, inflightSyncSrc}
+var allScripts = []string{prefixMatchSrc, prefixAddSrc, prefixCapacitySrc, prefixRemoveSrc, prefixOrphansSrc, prefixSweepSrc, eventMatchSrc, eventApplySrc, inflightSyncSrc}
 
 // inflightSyncScript publishes a replica's in-flight counts and reads the
 // other replicas'. KEYS: the replicas set, the replica's own hash. ARGV: the

@@ -1,0 +1,230 @@
+package redisindex_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/eppkit/eppkit/kvindex"
+	"github.com/eppkit/eppkit/kvindex/kvindextest"
+	"github.com/eppkit/eppkit/kvindex/redisindex/redistest"
+)
+
+// holderState reads the approximate index's keys under prefix: each
+// endpoint's set and id, the holders hash and the owners hash.
+type holderState struct {
+	sets    map[string][]string // endpoint → its blocks
+	ids     map[string]int      // endpoint → its id
+	holders map[string]string   // block → bitmap
+	owners  map[string]string   // id → endpoint
+}
+
+func readHolders(t *testing.T, c *redis.Client, prefix string) holderState {
+	t.Helper()
+	ctx := context.Background()
+	st := holderState{sets: map[string][]string{}, ids: map[string]int{}}
+	keys, err := c.Keys(ctx, prefix+"a:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		ep := strings.TrimPrefix(k, prefix+"a:")
+		if ep == "cap" {
+			continue
+		}
+		if st.sets[ep], err = c.ZRange(ctx, k, 0, -1).Result(); err != nil {
+			t.Fatal(err)
+		}
+		id, err := c.Get(ctx, prefix+"ai:"+ep).Int()
+		if err != nil {
+			t.Fatalf("endpoint %q has a set but no id: %v", ep, err)
+		}
+		st.ids[ep] = id
+	}
+	if st.holders, err = c.HGetAll(ctx, prefix+"ah").Result(); err != nil {
+		t.Fatal(err)
+	}
+	if st.owners, err = c.HGetAll(ctx, prefix+"ao").Result(); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func bitOf(bitmap string, id int) bool {
+	return id/8 < len(bitmap) && bitmap[id/8]&(1<<(id%8)) != 0
+}
+
+// checkHolders checks that the holders hash mirrors the sets exactly for
+// every live id (dropped ids may keep bits until the sweep), that bitmaps
+// are canonical (no trailing zero byte, none empty), and that ids are
+// unique and owned.
+func checkHolders(t *testing.T, st holderState) {
+	t.Helper()
+	byID := map[int]string{}
+	for ep, id := range st.ids {
+		if other, ok := byID[id]; ok {
+			t.Fatalf("endpoints %q and %q share id %d", ep, other, id)
+		}
+		byID[id] = ep
+		if st.owners[strconv.Itoa(id)] != ep {
+			t.Fatalf("id %d of %q is owned by %q", id, ep, st.owners[strconv.Itoa(id)])
+		}
+	}
+	for block, bm := range st.holders {
+		if bm == "" || bm[len(bm)-1] == 0 {
+			t.Fatalf("block %x: bitmap %x not canonical", block, bm)
+		}
+	}
+	for ep, blocks := range st.sets {
+		id := st.ids[ep]
+		for _, b := range blocks {
+			if !bitOf(st.holders[b], id) {
+				t.Fatalf("%q holds block %x, its bit %d is clear", ep, b, id)
+			}
+		}
+		held := map[string]bool{}
+		for _, b := range blocks {
+			held[b] = true
+		}
+		for b, bm := range st.holders {
+			if bitOf(bm, id) && !held[b] {
+				t.Fatalf("block %x has the bit of %q (id %d), which does not hold it", b, ep, id)
+			}
+		}
+	}
+}
+
+// TestHoldersMirrorSets runs random credits, capacity changes and removals
+// over more endpoints than a byte of bitmap holds, and checks after each
+// batch that the holders hash mirrors the sets and that matches are
+// kvindex.PrefixIndex's.
+func TestHoldersMirrorSets(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := testConfig(srv)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	icfg := kvindex.PrefixIndexConfig{DefaultCapacity: 30}
+	x, ref := newPrefix(t, cfg, icfg), kvindex.NewPrefixIndex(icfg)
+	r := rand.New(rand.NewPCG(7, 7))
+	eps := make([]string, 12)
+	for i := range eps {
+		eps[i] = fmt.Sprintf("10.0.0.%d:8000", i)
+	}
+	chains := [][]uint64{kvindextest.Chain(50, 40)}
+	for i := 1; i < 10; i++ {
+		base := chains[r.IntN(len(chains))]
+		chains = append(chains, slices.Concat(base[:r.IntN(len(base))], kvindextest.Chain(50+uint64(i), 1+r.IntN(30))))
+	}
+	got, want := make([]int, len(eps)), make([]int, len(eps))
+	for step := range 400 {
+		ep := eps[r.IntN(len(eps))]
+		switch op := r.IntN(30); {
+		case op < 26:
+			ch := chains[r.IntN(len(chains))]
+			ch = ch[:1+r.IntN(len(ch))]
+			x.Add(ep, ch)
+			ref.Add(ep, ch)
+		case op < 29:
+			n := r.IntN(40)
+			x.SetCapacity(ep, n)
+			ref.SetCapacity(ep, n)
+		default:
+			x.RemoveEndpoint(ep)
+			ref.RemoveEndpoint(ep)
+		}
+		if step%10 != 9 {
+			continue
+		}
+		flush(t, x)
+		checkHolders(t, readHolders(t, c, cfg.KeyPrefix))
+		for _, ch := range chains {
+			if err := x.MatchContext(context.Background(), ch, eps, got); err != nil {
+				t.Fatal(err)
+			}
+			ref.Match(ch, eps, want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d: matched %v, want %v", step, got, want)
+			}
+		}
+	}
+}
+
+// TestDroppedIDsSwept: a removed endpoint's id is dropped at once (its
+// blocks are not found, a newcomer gets another id), its bits are cleared
+// by the sweep and the id is then reused; an endpoint whose data expired
+// comes back empty.
+func TestDroppedIDsSwept(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := testConfig(srv)
+	cfg.TTL = 400 * time.Millisecond // the sweep runs every 100ms
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	x := newPrefix(t, cfg, kvindex.PrefixIndexConfig{})
+	a, b := kvindextest.Chain(1, 6), kvindextest.Chain(2, 6)
+	x.Add("a", a)
+	x.Add("b", b)
+	flush(t, x)
+	x.RemoveEndpoint("a")
+	x.Add("c", b[:3])
+	flush(t, x)
+	if got := matchPrefix(t, x, a, "a", "b", "c"); !slices.Equal(got, []int{0, 0, 0}) {
+		t.Fatalf("after removing a: matched %v", got)
+	}
+	st := readHolders(t, c, cfg.KeyPrefix)
+	checkHolders(t, st)
+	if st.ids["c"] == 0 {
+		t.Fatalf("c took a's id before the sweep: %v", st.ids)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st = readHolders(t, c, cfg.KeyPrefix)
+		if _, dropped := st.owners["0"]; !dropped {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("id 0 was not swept: owners %v", st.owners)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for blk, bm := range st.holders {
+		if bitOf(bm, 0) {
+			t.Fatalf("block %x keeps the dropped id's bit", blk)
+		}
+	}
+	x.Add("d", a[:2])
+	flush(t, x)
+	st = readHolders(t, c, cfg.KeyPrefix)
+	checkHolders(t, st)
+	if st.ids["d"] != 0 {
+		t.Fatalf("the swept id was not reused: %v", st.ids)
+	}
+	if got := matchPrefix(t, x, a, "a", "d"); !slices.Equal(got, []int{0, 2}) {
+		t.Fatalf("matched %v, want [0 2]", got)
+	}
+
+	// An endpoint whose keys expired while another replica still writes
+	// for others: it comes back with a new id and none of its old blocks.
+	y := newPrefix(t, cfg, kvindex.PrefixIndexConfig{})
+	y.Add("e", a)
+	flush(t, y)
+	_ = y.Close() // nobody refreshes e any more
+	for matchPrefix(t, x, a, "e")[0] != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("e did not expire")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	x.Add("e", a[:1])
+	flush(t, x)
+	if got := matchPrefix(t, x, a, "e", "d"); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("after e expired and came back: matched %v, want [1 2]", got)
+	}
+	checkHolders(t, readHolders(t, c, cfg.KeyPrefix))
+}
