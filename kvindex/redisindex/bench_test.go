@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,6 +45,32 @@ func (l latencies) report(b *testing.B) {
 	}
 	b.ReportMetric(at(0.50), "p50-µs")
 	b.ReportMetric(at(0.99), "p99-µs")
+}
+
+// serverTime resets the server's command statistics and returns a func
+// that reports the server's own time per EVALSHA since then (the script's
+// work, without the round trip) as server-µs.
+func serverTime(b *testing.B, srv *redistest.Server) func() {
+	if _, err := srv.Do(time.Second, "CONFIG", "RESETSTAT"); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		info, err := srv.Do(time.Second, "INFO", "commandstats")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
+				for _, f := range strings.Split(rest, ",") {
+					if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+						if us, err := strconv.ParseFloat(v, 64); err == nil {
+							b.ReportMetric(us, "server-µs")
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 // lookupFixture credits endpoint 0 with the whole chain and every other
@@ -88,6 +116,9 @@ func benchLookup(b *testing.B, blocks int) {
 				}
 				fill(x)
 				kvindextest.Sync(b, x)
+				if backend == "redis" {
+					defer serverTime(b, srv)()
+				}
 				matched := make([]int, len(eps))
 				ctx := context.Background()
 				lat := make(latencies, 0, 1<<16)
@@ -133,6 +164,9 @@ func BenchmarkRedisEventLookup2048(b *testing.B) {
 				x.Apply(ep, kvindextest.Batch("m", e.Stored(toks, 0, blocks/(i+1), "GPU")))
 			}
 			keys := x.BlockKeys(nil, "m", "", toks, blocks)
+			if backend == "redis" {
+				defer serverTime(b, srv)()
+			}
 			matched := make([]float64, len(eps))
 			lat := make(latencies, 0, 1<<16)
 			b.ReportAllocs()

@@ -75,18 +75,22 @@ local chain, hold = ARGV[1], KEYS[1]
 local n = #chain / 8
 local ids = redis.call('MGET', unpack(KEYS, 2))
 local run = {}
-local sub, byte, band, bnot = string.sub, string.byte, bit.band, bit.bnot
+local sub, byte, band, bnot, floor = string.sub, string.byte, bit.band, bit.bnot, math.floor
 local first = redis.call('HGET', hold, sub(chain, 1, 8))
 if first then
   local LOG = {[1] = 0, [2] = 1, [4] = 2, [8] = 3, [16] = 4, [32] = 5, [64] = 6, [128] = 7}
   -- Open intervals (lo, hi, holders at lo, holders at hi), four slots
-  -- each; position n, past the chain, is held by nobody.
-  local open, m = {0, n, first, ''}, 4
+  -- each, in cur; position n, past the chain, is held by nobody. The tables
+  -- are reused from round to round (making tables is what costs the
+  -- interpreter most): m counts the slots of cur in use.
+  local cur, nxt, fields, at = {0, n, first, ''}, {}, {}, {}
+  local m = 4
   while m > 0 do
-    local fields, split, k = {}, {}, 0
+    local f = 0
     for i = 1, m, 4 do
-      local lo, hi, a, b = open[i], open[i + 1], open[i + 2], open[i + 3]
+      local lo, hi = cur[i], cur[i + 1]
       if hi - lo == 1 then
+        local a, b = cur[i + 2], cur[i + 3]
         for j = 1, #a do
           local x = band(byte(a, j), bnot(byte(b, j) or 0))
           while x ~= 0 do
@@ -96,29 +100,31 @@ if first then
           end
         end
       else
-        local mid = lo + math.floor((hi - lo) / 2)
-        fields[#fields + 1] = sub(chain, mid * 8 + 1, mid * 8 + 8)
-        split[k + 1], split[k + 2], split[k + 3], split[k + 4], split[k + 5] = lo, mid, hi, a, b
-        k = k + 5
+        local mid = lo + floor((hi - lo) / 2)
+        f = f + 1
+        fields[f] = sub(chain, mid * 8 + 1, mid * 8 + 8)
+        at[f] = i
       end
     end
-    open, m = {}, 0
-    if #fields > 0 then
-      local vs = redis.call('HMGET', hold, unpack(fields))
-      for t = 1, #fields do
-        local at = t * 5 - 5
-        local lo, mid, hi, a, b = split[at + 1], split[at + 2], split[at + 3], split[at + 4], split[at + 5]
+    m = 0
+    if f > 0 then
+      local vs = redis.call('HMGET', hold, unpack(fields, 1, f))
+      for t = 1, f do
+        local i = at[t]
+        local lo, hi, a, b = cur[i], cur[i + 1], cur[i + 2], cur[i + 3]
+        local mid = lo + floor((hi - lo) / 2)
         local v = vs[t] or ''
         if v ~= a then
-          open[m + 1], open[m + 2], open[m + 3], open[m + 4] = lo, mid, a, v
+          nxt[m + 1], nxt[m + 2], nxt[m + 3], nxt[m + 4] = lo, mid, a, v
           m = m + 4
         end
         if v ~= b then
-          open[m + 1], open[m + 2], open[m + 3], open[m + 4] = mid, hi, v, b
+          nxt[m + 1], nxt[m + 2], nxt[m + 3], nxt[m + 4] = mid, hi, v, b
           m = m + 4
         end
       end
     end
+    cur, nxt = nxt, cur
   end
 end
 local out = {}
