@@ -18,9 +18,10 @@
 //	<prefix>ai:<endpoint>   string: the endpoint's id, a small number
 //	<prefix>ah              hash: block hash → bitmap of the ids of the endpoints that hold it
 //	<prefix>ao              hash: id → endpoint, for every id in use or not yet swept
-//	<prefix>p:g:<endpoint>  set: block keys the endpoint holds on the GPU, precise index
-//	<prefix>p:c:<endpoint>  set: block keys it holds on the CPU (any other tier)
-//	<prefix>p:m:<endpoint>  hash: engine hash → block key, and "seq": the last batch applied
+//	<prefix>pi:<endpoint>   string: the endpoint's id, precise index
+//	<prefix>ph              hash: block key → bitmap, two bits per id: held on the GPU, on the CPU (any other tier)
+//	<prefix>po              hash: id → endpoint, for every id in use or not yet swept
+//	<prefix>p:m:<endpoint>  hash: engine hash → block key; "seq": the last batch applied; "n": entries held
 //	<prefix>p:models        set: base models seen in events (exact keys)
 //	<prefix>f:r:<replica>   hash: endpoint → "requests tokens" a replica has in flight, expiring
 //	<prefix>f:replicas      set: the replicas that publish in-flight counts
@@ -40,11 +41,16 @@
 // a scan of the holders hash (the sweep, every refresh period), after which
 // the id is reused.
 //
-// The precise index keeps per endpoint the sets of what the engine reported
-// in each tier, and the engine hashes' keys so removals and later parents
-// resolve. Keys are kvindex.EventKeys' — computed by the replica that
-// applies the events, from token ids — so every replica looks requests up
-// with the same keys.
+// The precise index keeps, for each block key, which endpoints hold it in
+// which tier (as kvindex.EventIndex does in memory), and per endpoint the
+// engine hashes' keys so removals and later parents resolve. An engine may
+// evict any block, so a lookup reads the holders of the request's keys in
+// order until no candidate's run goes on — once for all endpoints, in
+// growing chunks — counting a run of blocks with the same holders at once.
+// A cleared or removed endpoint's id is dropped and swept as in the
+// approximate index. Keys are kvindex.EventKeys' — computed by the replica
+// that applies the events, from token ids — so every replica looks
+// requests up with the same keys.
 //
 // # Round trips
 //

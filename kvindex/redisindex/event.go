@@ -21,11 +21,12 @@ import (
 // Keys are those of kvindex.EventKeys, so requests are looked up exactly as
 // with kvindex.EventIndex.
 //
-// Each endpoint is two sets of block keys, one per tier (GPU, CPU), and a
-// hash of mappings (engine hash → block key, so removals and parent hashes
+// Who holds each block key is one entry of a shared holders hash (a bitmap,
+// two bits per endpoint: GPU and CPU); each endpoint has an id and a hash
+// of mappings (engine hash → block key, so removals and parent hashes
 // resolve; plus the sequence number of the last batch applied). Apply
 // writes one batch in one round trip, atomically; MatchContext reads in one
-// round trip.
+// round trip, the holders of the request's keys once for all endpoints.
 //
 // Applying is idempotent, and a batch older than the last one applied for
 // its endpoint — from a replica lagging behind another — is skipped, so
@@ -45,8 +46,11 @@ type EventIndex struct {
 	eps map[string]*eventEndpoint
 
 	modelsKey string
-	modelsMu  sync.RWMutex
-	models    map[string]struct{} // base models seen in events (exact keys)
+	// holdKey (the holders hash) and ownersKey (id → endpoint) are shared
+	// by all endpoints.
+	holdKey, ownersKey string
+	modelsMu           sync.RWMutex
+	models             map[string]struct{} // base models seen in events (exact keys)
 
 	st struct {
 		batches, stored, removed, clears, unknownRemoves, unknownParents, unresolved,
@@ -57,8 +61,8 @@ type EventIndex struct {
 // eventEndpoint is what a replica keeps of an endpoint it applies events
 // for.
 type eventEndpoint struct {
-	mu                sync.Mutex // serialises the endpoint's applies
-	gpu, cpu, mapping string     // its keys
+	mu          sync.Mutex // serialises the endpoint's applies
+	id, mapping string     // its keys
 	// memo remembers the keys of the engine hashes this replica stored, so
 	// a parent hash usually resolves without a round trip. An engine hash
 	// always names the same block, so a remembered key is never wrong; the
@@ -95,6 +99,8 @@ func NewEventIndex(cfg Config, icfg kvindex.EventIndexConfig) (*EventIndex, erro
 		ttl:       c.cfg.ttlMillis(),
 		eps:       map[string]*eventEndpoint{},
 		modelsKey: c.cfg.KeyPrefix + "p:models",
+		holdKey:   c.cfg.KeyPrefix + "ph",
+		ownersKey: c.cfg.KeyPrefix + "po",
 		models:    map[string]struct{}{},
 	}
 	x.keyers.New = func() any {
@@ -104,12 +110,13 @@ func NewEventIndex(cfg Config, icfg kvindex.EventIndexConfig) (*EventIndex, erro
 	if x.ttl > 0 || x.exact {
 		c.every(c.refreshPeriod(), func() { _ = x.Refresh(context.Background()) })
 	}
+	c.every(c.refreshPeriod(), func() { sweep(x.c, x.holdKey, x.ownersKey, x.c.cfg.KeyPrefix+"pi:", 2) })
 	return x, nil
 }
 
-// tierKeys are the keys of an endpoint's GPU and CPU sets.
-func (x *EventIndex) tierKeys(endpoint string) (gpu, cpu string) {
-	return x.c.cfg.KeyPrefix + "p:g:" + endpoint, x.c.cfg.KeyPrefix + "p:c:" + endpoint
+// idKey is the key of an endpoint's id.
+func (x *EventIndex) idKey(endpoint string) string {
+	return x.c.cfg.KeyPrefix + "pi:" + endpoint
 }
 
 // endpoint returns the replica's state of the named endpoint, creating it.
@@ -118,8 +125,7 @@ func (x *EventIndex) endpoint(name string) *eventEndpoint {
 	defer x.mu.Unlock()
 	ep, ok := x.eps[name]
 	if !ok {
-		ep = &eventEndpoint{mapping: x.c.cfg.KeyPrefix + "p:m:" + name}
-		ep.gpu, ep.cpu = x.tierKeys(name)
+		ep = &eventEndpoint{id: x.idKey(name), mapping: x.c.cfg.KeyPrefix + "p:m:" + name}
 		x.eps[name] = ep
 	}
 	return ep
@@ -156,10 +162,10 @@ func (x *EventIndex) MatchContext(ctx context.Context, keys []uint64, endpoints 
 	if !x.c.up() {
 		return ErrUnavailable
 	}
-	hkeys := make([]string, 0, 2*len(endpoints))
+	hkeys := make([]string, 0, 1+len(endpoints))
+	hkeys = append(hkeys, x.holdKey)
 	for _, e := range endpoints {
-		g, c := x.tierKeys(e)
-		hkeys = append(hkeys, g, c)
+		hkeys = append(hkeys, x.idKey(e))
 	}
 	b := make([]byte, 0, 8*len(keys))
 	for _, k := range keys {
@@ -208,7 +214,7 @@ func (x *EventIndex) Apply(endpoint string, b *kvindex.Batch) {
 		x.modelsMu.RUnlock()
 	}
 	args := make([]any, 0, 4+3*len(b.Events))
-	args = append(args, formatSeq(b.Seq), x.ttl, x.c.cfg.MaxEntries, newModel)
+	args = append(args, formatSeq(b.Seq), x.ttl, x.c.cfg.MaxEntries, newModel, endpoint)
 	var (
 		keys   []uint64
 		hashes []uint64
@@ -271,7 +277,7 @@ func (x *EventIndex) Apply(endpoint string, b *kvindex.Batch) {
 			args = appendOp(args, "C", 0, nil)
 		}
 	}
-	res, err := eventApplyScript.Run(ctx, x.c.client, []string{ep.gpu, ep.cpu, ep.mapping, x.modelsKey}, args...).Int64Slice()
+	res, err := eventApplyScript.Run(ctx, x.c.client, []string{x.holdKey, ep.id, ep.mapping, x.modelsKey, x.ownersKey}, args...).Int64Slice()
 	if err == nil && len(res) != 1 && len(res) != 5 {
 		err = fmt.Errorf("apply script returned %d counts", len(res))
 	}
@@ -403,7 +409,7 @@ func (x *EventIndex) del(ep *eventEndpoint) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), x.c.cfg.WriteTimeout)
 	defer cancel()
-	err := x.c.client.Del(ctx, ep.gpu, ep.cpu, ep.mapping).Err()
+	err := x.c.client.Del(ctx, ep.id, ep.mapping).Err() // the sweep clears its bits
 	if x.c.done(context.Background(), "clear", err) != nil {
 		x.c.dropped.Add(1)
 		return
@@ -425,12 +431,14 @@ func (x *EventIndex) Refresh(ctx context.Context) error {
 	if ttl := x.c.cfg.TTL; ttl > 0 {
 		x.mu.Lock()
 		for _, ep := range x.eps {
-			pipe.PExpire(ctx, ep.gpu, ttl)
-			pipe.PExpire(ctx, ep.cpu, ttl)
+			pipe.PExpire(ctx, ep.id, ttl)
 			pipe.PExpire(ctx, ep.mapping, ttl)
 		}
 		x.mu.Unlock()
 		pipe.PExpire(ctx, x.modelsKey, ttl)
+		// Last, so that they outlive every endpoint's keys.
+		pipe.PExpire(ctx, x.holdKey, ttl)
+		pipe.PExpire(ctx, x.ownersKey, ttl)
 	}
 	var models *redis.StringSliceCmd
 	if x.exact {

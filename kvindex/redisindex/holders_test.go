@@ -228,3 +228,206 @@ func TestDroppedIDsSwept(t *testing.T) {
 	}
 	checkHolders(t, readHolders(t, c, cfg.KeyPrefix))
 }
+
+// TestEventBatchesAgainstMemory applies random batches of several events —
+// stores in both tiers, moves, removals and clears in the middle of a
+// batch — to the Redis and in-memory precise indexes over more endpoints
+// than a byte of bitmap holds, and compares their matches.
+func TestEventBatchesAgainstMemory(t *testing.T) {
+	srv := redistest.Start(t)
+	x := newEvents(t, testConfig(srv), kvindex.EventIndexConfig{})
+	ref, err := kvindex.NewEventIndex(kvindex.EventIndexConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	prompts := make([][]uint32, 4)
+	for i := range prompts {
+		prompts[i] = kvindextest.Tokens(uint64(i+1), 16*24)
+	}
+	eps := make([]string, 6) // 12 bits: two bytes of bitmap
+	for i := range eps {
+		eps[i] = fmt.Sprint("e", i)
+	}
+	seqs := map[string]uint64{}
+	held := make([][4][24]uint8, len(eps)) // endpoint → prompt → block → tiers
+	got, want := make([]float64, len(eps)), make([]float64, len(eps))
+	for step := range 300 {
+		n := r.IntN(len(eps))
+		ep := eps[n]
+		// Engines hash with seeds of their own: a move resolves only blocks
+		// the endpoint stored (kvindex.EventIndex would also resolve another
+		// endpoint's engine hash; the Redis index keeps mappings per endpoint).
+		e := kvindextest.Engine{Seed: uint64(n), BlockTokens: 16}
+		var evs []kvindex.Event
+		for range 1 + r.IntN(4) {
+			pi := r.IntN(len(prompts))
+			p, h := prompts[pi], &held[n][pi]
+			medium, bit := "GPU", uint8(1)
+			if r.IntN(3) == 0 {
+				medium, bit = "CPU", 2
+			}
+			switch op := r.IntN(20); {
+			case op < 11:
+				k := 1 + r.IntN(24)
+				evs = append(evs, e.Stored(p, 0, k, medium))
+				for i := range k {
+					h[i] |= bit
+				}
+			case op < 13:
+				// A move of blocks the endpoint holds (a move of others'
+				// is resolved by kvindex.EventIndex's engine hashes of
+				// every endpoint, and by none here).
+				k := 0
+				for k < 24 && h[k] != 0 {
+					k++
+				}
+				if k > 0 {
+					k = 1 + r.IntN(k)
+					evs = append(evs, e.Moved(p, 0, k, medium))
+					for i := range k {
+						h[i] |= bit
+					}
+				}
+			case op < 18:
+				from := r.IntN(24)
+				to := min(24, from+1+r.IntN(8))
+				evs = append(evs, e.Removed(p, from, to, medium))
+				for i := from; i < to; i++ {
+					h[i] &^= bit
+				}
+			default:
+				evs = append(evs, kvindex.Event{Kind: kvindex.AllBlocksCleared})
+				held[n] = [4][24]uint8{}
+			}
+		}
+		seqs[ep]++
+		b := &kvindex.Batch{Model: "m", Seq: seqs[ep], Events: evs}
+		x.Apply(ep, b)
+		ref.Apply(ep, b)
+		for _, p := range prompts {
+			keys := ref.BlockKeys(nil, "m", "", p, 0)
+			if err := x.MatchContext(context.Background(), keys, eps, got); err != nil {
+				t.Fatal(err)
+			}
+			ref.Match(keys, eps, want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d (%d events): matched %v, want %v", step, len(evs), got, want)
+			}
+		}
+	}
+	if st := x.BackendStats(); st.Errors != 0 || st.Dropped != 0 {
+		t.Fatalf("backend stats %+v", st)
+	}
+	gotSt, _ := x.Stats()
+	wantSt := ref.Stats()
+	// (Removals differ: kvindex.EventIndex still knows the engine hashes of
+	// blocks removed or cleared, the Redis index forgets them.)
+	if gotSt.BlocksStored != wantSt.BlocksStored || gotSt.Unresolved != wantSt.Unresolved {
+		t.Fatalf("stats %+v, want (as kvindex.EventIndex) %+v", gotSt, wantSt)
+	}
+}
+
+// TestEventEntryLimit: stores past an endpoint's entry limit are refused
+// and counted; removals make room again.
+func TestEventEntryLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := testConfig(srv)
+	cfg.MaxEntries = 5
+	x := newEvents(t, cfg, kvindex.EventIndexConfig{})
+	e := kvindextest.Engine{Seed: 1, BlockTokens: 16}
+	toks := kvindextest.Tokens(1, 16*8)
+	keys := x.BlockKeys(nil, "m", "", toks, 0)
+	x.Apply("a", kvindextest.Batch("m", e.Stored(toks, 0, 8, "GPU")))
+	if st, _ := x.Stats(); st.Full != 3 || st.BlocksStored != 5 {
+		t.Fatalf("stats %+v: want 5 stored, 3 refused", st)
+	}
+	if got := matchEvents(t, x, keys, "a"); got[0] != 5 {
+		t.Fatalf("matched %v, want 5", got)
+	}
+	b := kvindextest.Batch("m", e.Removed(toks, 3, 5, "GPU"), e.Stored(toks, 3, 5, "CPU"))
+	b.Seq = 1
+	x.Apply("a", b)
+	if st, _ := x.Stats(); st.Full != 3 {
+		t.Fatalf("stats %+v: the freed entries were not reused", st)
+	}
+}
+
+// TestEventRemovedBlocksForgotten: a block removed from both tiers is
+// forgotten — a later move of it is unresolved, not a store — while one
+// removed from one tier only stays mapped and can move back.
+func TestEventRemovedBlocksForgotten(t *testing.T) {
+	srv := redistest.Start(t)
+	x := newEvents(t, testConfig(srv), kvindex.EventIndexConfig{})
+	e := kvindextest.Engine{Seed: 1, BlockTokens: 16}
+	toks := kvindextest.Tokens(1, 16*4)
+	keys := x.BlockKeys(nil, "m", "", toks, 0)
+	b := kvindextest.Batch("m",
+		e.Stored(toks, 0, 4, "GPU"), e.Stored(toks, 0, 2, "CPU"), // blocks 0, 1 in both tiers
+		e.Removed(toks, 0, 4, "GPU"), // 0, 1 stay on the CPU; 2, 3 are gone
+		e.Moved(toks, 0, 4, "GPU"))   // 0, 1 move back; 2, 3 are unknown
+	x.Apply("a", b)
+	st, _ := x.Stats()
+	if st.Unresolved != 2 || st.UnknownRemoves != 0 {
+		t.Fatalf("stats %+v: want 2 unresolved moves", st)
+	}
+	if got := matchEvents(t, x, keys, "a"); got[0] != 2 {
+		t.Fatalf("matched %v, want 2 blocks on the GPU", got)
+	}
+}
+
+// TestEventIDsSwept: a cleared endpoint's id is dropped at once (its blocks
+// are not found), its bits are swept, and the id is reused.
+func TestEventIDsSwept(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := testConfig(srv)
+	cfg.TTL = 400 * time.Millisecond // the sweep runs every 100ms
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	x := newEvents(t, cfg, kvindex.EventIndexConfig{})
+	e := kvindextest.Engine{Seed: 1, BlockTokens: 16}
+	toks := kvindextest.Tokens(1, 16*6)
+	keys := x.BlockKeys(nil, "m", "", toks, 0)
+	x.Apply("a", kvindextest.Batch("m", e.Stored(toks, 0, 6, "GPU")))
+	x.Apply("b", kvindextest.Batch("m", e.Stored(toks, 0, 2, "CPU")))
+	x.ClearEndpoint("a")
+	if got := matchEvents(t, x, keys, "a", "b"); got[0] != 0 || got[1] == 0 {
+		t.Fatalf("after clearing a: matched %v", got)
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		owners, err := c.HGetAll(ctx, cfg.KeyPrefix+"po").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dropped := owners["0"]; !dropped {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's id was not swept: owners %v", owners)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	holders, err := c.HGetAll(ctx, cfg.KeyPrefix+"ph").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(holders) != 2 {
+		t.Fatalf("%d blocks have holders, want b's 2", len(holders))
+	}
+	for k, bm := range holders {
+		if bitOf(bm, 0) || bitOf(bm, 1) || !bitOf(bm, 3) {
+			t.Fatalf("block %x: holders %x, want only b's CPU bit", k, bm)
+		}
+	}
+	b := kvindextest.Batch("m", e.Stored(toks, 0, 3, "GPU"))
+	b.Seq = 1
+	x.Apply("c", b)
+	if id, err := c.Get(ctx, cfg.KeyPrefix+"pi:c").Result(); err != nil || id != "0" {
+		t.Fatalf("c's id %q %v, want the swept 0", id, err)
+	}
+	if got := matchEvents(t, x, keys, "a", "b", "c"); got[0] != 0 || got[2] != 3 {
+		t.Fatalf("matched %v", got)
+	}
+}

@@ -87,7 +87,7 @@ func NewPrefixIndex(cfg Config, icfg kvindex.PrefixIndexConfig) (*PrefixIndex, e
 	if x.ttl > 0 {
 		c.every(c.refreshPeriod(), x.refresh)
 	}
-	c.every(c.refreshPeriod(), x.sweep)
+	c.every(c.refreshPeriod(), func() { sweep(x.c, x.holdKey, x.ownersKey, c.cfg.KeyPrefix+"ai:", 1) })
 	return x, nil
 }
 
@@ -460,58 +460,6 @@ func (x *PrefixIndex) refresh() {
 		err = nil
 	}
 	_ = x.c.done(context.Background(), "refresh", err)
-}
-
-// sweepCount is how many fields of the holders hash one sweep step scans.
-const sweepCount = 1000
-
-// sweep clears the bits of dropped endpoint ids — of endpoints removed, or
-// whose data expired — from the holders hash, a step of a scan per round
-// trip, and frees the ids for new endpoints. Until then a dropped id only
-// costs memory: no endpoint's id key names it.
-func (x *PrefixIndex) sweep() {
-	if !x.c.up() {
-		return
-	}
-	call := func(f func(ctx context.Context) error) error {
-		ctx, cancel := context.WithTimeout(context.Background(), x.c.cfg.WriteTimeout)
-		defer cancel()
-		return x.c.done(context.Background(), "sweep", f(ctx))
-	}
-	var ids []string
-	err := call(func(ctx context.Context) (err error) {
-		ids, err = prefixOrphansScript.Run(ctx, x.c.client, []string{x.ownersKey}, x.c.cfg.KeyPrefix+"ai:").StringSlice()
-		return err
-	})
-	if err != nil || len(ids) == 0 {
-		return
-	}
-	args := make([]any, 2, 2+len(ids))
-	args[1] = sweepCount
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	for cursor := "0"; ; {
-		args[0] = cursor
-		err := call(func(ctx context.Context) (err error) {
-			cursor, err = prefixSweepScript.Run(ctx, x.c.client, []string{x.holdKey}, args...).Text()
-			return err
-		})
-		if err != nil {
-			return
-		}
-		select {
-		case <-x.closing:
-			return
-		default:
-		}
-		if cursor == "0" {
-			break
-		}
-	}
-	_ = call(func(ctx context.Context) error {
-		return x.c.client.HDel(ctx, x.ownersKey, ids...).Err()
-	})
 }
 
 // bufs recycles the packed chains of lookups.

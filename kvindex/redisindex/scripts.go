@@ -7,55 +7,76 @@ import "github.com/redis/go-redis/v9"
 // and keys travel as 8-byte big-endian strings, a whole chain packed into
 // one argument.
 
-// The approximate index keeps, beside each endpoint's sorted set, who holds
-// each block: the holders hash maps a block's hash to a bitmap of the
-// endpoints that hold it (bit id % 8 of byte id / 8, trailing zero bytes
-// cut, so equal sets are equal strings), an endpoint's id being the number
-// in its id key. As what each endpoint holds is closed under prefixes, the
-// holders of a chain's blocks shrink along it, and a lookup finds every
-// endpoint's run by bisecting the chain once for all of them.
+// Both indexes keep who holds each block in a holders hash: block hash (or
+// key) → bitmap of the endpoints that hold it, an endpoint's id being the
+// number in its id key. The approximate index gives an endpoint one bit
+// (bit id), the precise one two (bit 2·id: on the GPU, 2·id+1: on the CPU);
+// bit p is bit p % 8 of byte p / 8, and trailing zero bytes are cut, so
+// equal sets are equal strings. A lookup reads the holders of the
+// request's blocks once for all endpoints.
 
 // holderLib is the Lua shared by the scripts that change what an endpoint
-// holds: flip sets (on) or clears its bit in the holders of fields, trim
-// evicts its lowest-scored blocks down to cap and clears their bits.
+// holds. flip sets (on) or clears bit pos in the holders of t[i..j] and
+// returns how many bits changed; trim evicts an approximate endpoint's
+// lowest-scored blocks down to cap and clears their bits.
 const holderLib = `
-local function flip(hold, id, fields, on)
-  local bi, mask = math.floor(id / 8) + 1, 2 ^ (id % 8)
-  for s = 1, #fields, 500 do
-    local part = {unpack(fields, s, math.min(#fields, s + 499))}
-    local vals = redis.call('HMGET', hold, unpack(part))
-    local put, del = {}, {}
-    for x = 1, #part do
-      local v = vals[x] or ''
+local function flip(hold, pos, t, i, j, on)
+  local bi, mask = math.floor(pos / 8) + 1, 2 ^ (pos % 8)
+  local changed = 0
+  for s = i, j, 500 do
+    local e = math.min(j, s + 499)
+    local vals = redis.call('HMGET', hold, unpack(t, s, e))
+    local now, put, del = {}, {}, {}
+    for x = s, e do
+      local f = t[x]
+      local v = now[f] or vals[x - s + 1] or ''
       local b = string.byte(v, bi) or 0
       local nb = b
       if on then nb = bit.bor(b, mask) else nb = bit.band(b, 255 - mask) end
       if nb ~= b then
+        changed = changed + 1
         if #v < bi then
           v = v .. string.rep('\0', bi - 1 - #v) .. string.char(nb)
         else
           v = string.sub(v, 1, bi - 1) .. string.char(nb) .. string.sub(v, bi + 1)
         end
-        local e = #v
-        while e > 0 and string.byte(v, e) == 0 do e = e - 1 end
-        if e == 0 then
-          del[#del + 1] = part[x]
-        else
-          put[#put + 1] = part[x]
-          put[#put + 1] = string.sub(v, 1, e)
-        end
+        local n = #v
+        while n > 0 and string.byte(v, n) == 0 do n = n - 1 end
+        v = string.sub(v, 1, n)
+        now[f] = v
+      end
+    end
+    for f, v in pairs(now) do
+      if v == '' then
+        del[#del + 1] = f
+      else
+        put[#put + 1] = f
+        put[#put + 1] = v
       end
     end
     if #put > 0 then redis.call('HSET', hold, unpack(put)) end
     if #del > 0 then redis.call('HDEL', hold, unpack(del)) end
   end
+  return changed
 end
 local function trim(set, hold, id, cap)
   local size = redis.call('ZCARD', set)
   if size <= cap then return size end
-  if id then flip(hold, id, redis.call('ZRANGE', set, 0, size - cap - 1), false) end
+  if id then
+    local gone = redis.call('ZRANGE', set, 0, size - cap - 1)
+    flip(hold, id, gone, 1, #gone, false)
+  end
   redis.call('ZREMRANGEBYRANK', set, 0, size - cap - 1)
   return cap
+end
+-- newID claims the lowest id the owners hash does not list for endpoint ep
+-- and writes it to its id key. A dropped id stays listed until the sweep has
+-- cleared its bits everywhere.
+local function newID(owners, idk, ep)
+  local id = 0
+  while redis.call('HSETNX', owners, id, ep) == 0 do id = id + 1 end
+  redis.call('SET', idk, id)
+  return id
 end
 `
 
@@ -166,11 +187,7 @@ local set, caps, hold, idk, owners = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local cap = tonumber(ARGV[2])
 if cap <= 0 then cap = tonumber(redis.call('HGET', caps, ARGV[1]) or ARGV[3]) end
 local id = redis.call('GET', idk)
-if not id or redis.call('EXISTS', set) == 0 then
-  id = 0
-  while redis.call('HSETNX', owners, id, ARGV[1]) == 0 do id = id + 1 end
-  redis.call('SET', idk, id)
-end
+if not id or redis.call('EXISTS', set) == 0 then id = newID(owners, idk, ARGV[1]) end
 id = tonumber(id)
 local D = 65536
 local top = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
@@ -227,7 +244,7 @@ for j = 0, tonumber(ARGV[5]) - 1 do
   i = i + 2 + k
 end
 if #args > 0 then redis.call('ZADD', set, unpack(args)) end
-flip(hold, id, fresh, true)
+flip(hold, id, fresh, 1, #fresh, true)
 local size = trim(set, hold, id, cap)
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then
@@ -269,13 +286,14 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 return 0
 `
 
-// prefixOrphansScript lists the dropped ids: those the owners hash lists
-// whose endpoint's id key is gone or names another id (the endpoint was
-// removed, or its data expired). KEYS[1]: the owners hash; ARGV[1]: the
-// prefix of the id keys. No script ever sets a dropped id's bits again.
-var prefixOrphansScript = redis.NewScript(prefixOrphansSrc)
+// orphansScript lists the dropped ids of an index: those its owners hash
+// lists whose endpoint's id key is gone or names another id (the endpoint
+// was removed or cleared, or its data expired). KEYS[1]: the owners hash;
+// ARGV[1]: the prefix of the id keys. No script sets a dropped id's bits
+// again.
+var orphansScript = redis.NewScript(orphansSrc)
 
-const prefixOrphansSrc = `
+const orphansSrc = `
 local out = {}
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
@@ -284,25 +302,27 @@ end
 return out
 `
 
-// prefixSweepScript clears dropped ids' bits in one step of a scan of the
-// holders hash. KEYS[1]: the holders hash. ARGV: the scan cursor, the
-// number of fields to scan, then the ids. It returns the next cursor ("0":
-// the scan is complete).
-var prefixSweepScript = redis.NewScript(prefixSweepSrc)
+// sweepScript clears dropped ids' bits in one step of a scan of a holders
+// hash. KEYS[1]: the holders hash. ARGV: the scan cursor, the number of
+// fields to scan, the bits per id, then the ids. It returns the next cursor
+// ("0": the scan is complete).
+var sweepScript = redis.NewScript(sweepSrc)
 
-const prefixSweepSrc = `
+const sweepSrc = `
 local hold = KEYS[1]
 local r = redis.call('HSCAN', hold, ARGV[1], 'COUNT', ARGV[2])
+local per = tonumber(ARGV[3])
 local masks = {}
-for i = 3, #ARGV do
-  local id = tonumber(ARGV[i])
-  local bi = math.floor(id / 8) + 1
-  masks[bi] = bit.bor(masks[bi] or 0, 2 ^ (id % 8))
+for i = 4, #ARGV do
+  for t = 0, per - 1 do
+    local pos = per * tonumber(ARGV[i]) + t
+    local bi = math.floor(pos / 8) + 1
+    masks[bi] = bit.bor(masks[bi] or 0, 2 ^ (pos % 8))
+  end
 end
 local kv = r[2]
 for i = 1, #kv, 2 do
-  local v = kv[i + 1]
-  local bytes = {string.byte(v, 1, -1)}
+  local bytes = {string.byte(kv[i + 1], 1, -1)}
   local changed = false
   for bi, mask in pairs(masks) do
     if bytes[bi] and bit.band(bytes[bi], mask) ~= 0 then
@@ -324,63 +344,83 @@ return r[1]
 `
 
 // eventMatchScript finds, for each endpoint, the consecutive blocks of the
-// request's keys from block 0 it holds, per best tier. KEYS: each
-// endpoint's GPU set then its CPU set; ARGV: the keys, one argument each
-// (the script passes ranges of them to the server as they are: cutting a
-// packed string would cost the server more). It returns the GPU and CPU
-// counts of each endpoint in turn. An endpoint's blocks are looked up in growing
-// chunks (16, 64, 256, 1024), so one that holds little costs one lookup;
-// its CPU set is read only for blocks not on the GPU.
+// request's keys from block 0 it holds, per best tier. KEYS[1]: the
+// holders hash; then each endpoint's id key. ARGV: the keys, one argument
+// each (they go to HMGET as they are). It returns the GPU and CPU counts of
+// each endpoint in turn. The holders are read in growing chunks (16, 64,
+// 256, 1024) until no endpoint's run goes on, once for all endpoints; a run
+// of blocks with the same holders is counted at once.
 var eventMatchScript = redis.NewScript(eventMatchSrc)
 
 const eventMatchSrc = `
-local ks, n = ARGV, #ARGV
-local out = {}
-for e = 1, #KEYS / 2 do
-  local gset, cset = KEYS[2 * e - 1], KEYS[2 * e]
-  local g, c = 0, 0
-  local i, size, done = 1, 16, false
-  while i <= n and not done do
-    local j = math.min(n, i + size - 1)
-    local on = redis.call('SMISMEMBER', gset, unpack(ks, i, j))
-    local off = {}
-    for t = 1, #on do
-      if on[t] == 0 then off[#off + 1] = ks[i + t - 1] end
-    end
-    local cpu = {}
-    if #off > 0 then cpu = redis.call('SMISMEMBER', cset, unpack(off)) end
-    local o = 0
-    for t = 1, #on do
-      if on[t] == 1 then
-        g = g + 1
-      else
-        o = o + 1
-        if cpu[o] ~= 1 then
-          done = true
-          break
-        end
-        c = c + 1
-      end
-    end
-    i = j + 1
-    if size < 1024 then size = size * 4 end
+local hold = KEYS[1]
+local ids = redis.call('MGET', unpack(KEYS, 2))
+local byte, band, floor = string.byte, bit.band, math.floor
+local g, c, at, gm, both = {}, {}, {}, {}, {}
+local alive, na = {}, 0
+for e = 1, #ids do
+  g[e], c[e] = 0, 0
+  local id = tonumber(ids[e])
+  if id then
+    na = na + 1
+    alive[na] = e
+    at[e], gm[e] = floor(id / 4) + 1, 2 ^ (2 * id % 8)
+    both[e] = 3 * gm[e]
   end
-  out[2 * e - 1] = g
-  out[2 * e] = c
+end
+-- cur: the holders of the current run of blocks, len its length.
+local cur, len = false, 0
+local function settle()
+  for s = 1, na do
+    local e = alive[s]
+    if band(byte(cur, at[e]) or 0, gm[e]) ~= 0 then g[e] = g[e] + len else c[e] = c[e] + len end
+  end
+end
+local n, i, size = #ARGV, 1, 16
+while i <= n and na > 0 do
+  local j = math.min(n, i + size - 1)
+  local vs = redis.call('HMGET', hold, unpack(ARGV, i, j))
+  for t = 1, j - i + 1 do
+    local v = vs[t] or ''
+    if v ~= cur then
+      if len > 0 then settle() end
+      cur, len = v, 0
+      -- endpoints holding the block in neither tier end their run here
+      local k = 0
+      for s = 1, na do
+        local e = alive[s]
+        if band(byte(v, at[e]) or 0, both[e]) ~= 0 then
+          k = k + 1
+          alive[k] = e
+        end
+      end
+      na = k
+      if na == 0 then break end
+    end
+    len = len + 1
+  end
+  i = j + 1
+  if size < 1024 then size = size * 4 end
+end
+if na > 0 and len > 0 then settle() end
+local out = {}
+for e = 1, #ids do
+  out[2 * e - 1] = g[e]
+  out[2 * e] = c[e]
 end
 return out
 `
 
-// eventApplyScript applies one batch of an endpoint's events. KEYS[1] and
-// KEYS[2]: the endpoint's GPU and CPU sets of block keys; KEYS[3]: its
-// mappings (engine hash → block key, plus the field "seq": the last batch
-// applied); KEYS[4]: the set of base models (exact keys). ARGV: the batch's
-// sequence number (20 digits), TTL in ms, the endpoint's entry limit, a
-// model to add to the base models ("" none), then each operation: code,
-// tier (1 GPU, 2 CPU), count n, and its items, 8-byte hashes or keys, one
-// argument each (the script passes ranges of ARGV to the server as they
-// are: building tables costs the interpreter more than the server spends
-// on the commands):
+// eventApplyScript applies one batch of an endpoint's events. KEYS: the
+// holders hash, the endpoint's id key, its mappings (engine hash → block
+// key, plus the fields "seq": the last batch applied, and "n": the (block,
+// tier) entries it holds), the set of base models (exact keys), the owners
+// hash (id → endpoint). ARGV: the batch's sequence number (20 digits), TTL
+// in ms, the endpoint's entry limit, a model to add to the base models (""
+// none), the endpoint, then each operation: code, tier (1 GPU, 2 CPU),
+// count n, and its items, 8-byte hashes or keys, one argument each (the
+// script passes ranges of ARGV to the server as they are: building tables
+// costs the interpreter more than the server spends on the commands):
 //
 //	S  store: n keys, then n (engine hash, key) pairs; holds and maps them
 //	K  store by key (exact keys): n keys
@@ -391,21 +431,28 @@ return out
 //
 // A batch older than the last one applied — a replica lagging behind
 // another that follows the same engine — is skipped whole (returns {-1}):
-// it would undo newer events. Applying a batch again changes nothing. It
-// returns the counts stored, removed, unknown removes, unresolved moves and
-// refused (entry limit).
+// it would undo newer events. Applying a batch again changes nothing. A
+// clear drops the endpoint's id (the sweep clears its bits later) and its
+// mappings; an endpoint without an id, or whose mappings are gone
+// (expired) while its id key lingers, takes a new one. It returns the
+// counts stored, removed, unknown removes, unresolved moves and refused
+// (entry limit).
 var eventApplyScript = redis.NewScript(eventApplySrc)
 
-const eventApplySrc = `
-local sets, map = {KEYS[1], KEYS[2]}, KEYS[3]
+const eventApplySrc = holderLib + `
+local hkey, idk, map, owners = KEYS[1], KEYS[2], KEYS[3], KEYS[5]
 local last = redis.call('HGET', map, 'seq')
 if last and ARGV[1] < last then return {-1} end
 local maxn = tonumber(ARGV[3])
+local band = bit.band
 local stored, removed, unknown, unresolved, full = 0, 0, 0, 0, 0
--- Each key gets a member (field) longer than any server keeps in a compact
--- set or hash (set- and hash-max-listpack-value, 64 by default): they are
--- real hash tables from their first entry, and a lookup costs the same
--- whatever their size (a compact one is searched end to end).
+local id = redis.call('GET', idk)
+if id and not last then id = false end -- its mappings expired: a new id
+if id then id = tonumber(id) end
+local held = tonumber(redis.call('HGET', map, 'n') or '0')
+-- The mappings hash gets a field longer than any server keeps in a compact
+-- hash (hash-max-listpack-value, 64 by default): it is a real hash table
+-- from its first entry, and a lookup costs the same whatever its size.
 local pad = string.rep('-', 200)
 
 -- call runs cmd on key with t[i..j] as arguments, in chunks the
@@ -423,44 +470,48 @@ local function call(cmd, key, t, i, j)
   end
   return out
 end
--- hold adds t[i..i+n-1] to tier set bit, within the entry limit; it
--- returns how many (from the first) it took.
+-- pos is the endpoint's bit for tier bit (1 GPU, 2 CPU), taking an id for
+-- it if it has none.
+local function pos(bit)
+  if not id then id = newID(owners, idk, ARGV[5]) end
+  return 2 * id + bit - 1
+end
+-- has tells whether holders v have the endpoint's bit for tier bit.
+local function has(v, bit)
+  if not id or not v then return false end
+  local p = 2 * id + bit - 1
+  return band(string.byte(v, math.floor(p / 8) + 1) or 0, 2 ^ (p % 8)) ~= 0
+end
+-- hold adds t[i..i+n-1] to tier bit, within the entry limit; it returns
+-- how many (from the first) it took.
 local function hold(t, i, n, bit)
   if n == 0 then return 0 end
-  if redis.call('SADD', sets[bit], pad) == 1 then redis.call('SADD', sets[3 - bit], pad) end
-  local size = redis.call('SCARD', sets[1]) + redis.call('SCARD', sets[2]) - 2
-  if size + n > maxn then
-    local room = math.max(0, maxn - size)
+  if held + n > maxn then
+    local room = math.max(0, maxn - held)
     full = full + n - room
     n = room
   end
-  call('SADD', sets[bit], t, i, i + n - 1)
+  if n > 0 then held = held + flip(hkey, pos(bit), t, i, i + n - 1, true) end
   stored = stored + n
   return n
 end
--- release removes keys from tier set bit; hashes[x], when given, names
+-- release removes keys from tier bit; hashes[x], when given, names
 -- keys[x] and is unmapped once the endpoint holds the block in no tier.
 local function release(keys, hashes, bit)
   if #keys == 0 then return end
-  local had = call('SMISMEMBER', sets[bit], keys, 1, #keys)
-  local gone, ghashes = {}, {}
+  local vals = call('HMGET', hkey, keys, 1, #keys)
+  local gone, unmap = {}, {}
   for x = 1, #keys do
-    if had[x] == 1 then
+    if has(vals[x], bit) then
       gone[#gone + 1] = keys[x]
-      if hashes then ghashes[#ghashes + 1] = hashes[x] end
+      if hashes and not has(vals[x], 3 - bit) then unmap[#unmap + 1] = hashes[x] end
     elseif not hashes then
       unknown = unknown + 1
     end
   end
   if hashes then removed = removed + #keys else removed = removed + #gone end
   if #gone == 0 then return end
-  call('SREM', sets[bit], gone, 1, #gone)
-  if not hashes then return end
-  local other = call('SMISMEMBER', sets[3 - bit], gone, 1, #gone)
-  local unmap = {}
-  for x = 1, #gone do
-    if other[x] == 0 then unmap[#unmap + 1] = ghashes[x] end
-  end
+  held = held - flip(hkey, pos(bit), gone, 1, #gone, false)
   call('HDEL', map, unmap, 1, #unmap)
 end
 -- resolve maps the engine hashes ARGV[i..i+n-1] to keys; it returns the
@@ -477,7 +528,7 @@ local function resolve(i, n)
   return keys, hs, n - #keys
 end
 
-local a = 5
+local a = 6
 while a <= #ARGV do
   local op, bit, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   a = a + 3
@@ -504,26 +555,27 @@ while a <= #ARGV do
       for x = 1, n do keys[x] = ARGV[a + x - 1] end
       release(keys, false, bit)
     elseif op == 'C' then
-      redis.call('DEL', sets[1], sets[2], map)
+      redis.call('DEL', idk, map)
+      id, held = false, 0
     end
     a = a + n
   end
 end
-redis.call('HSET', map, 'seq', ARGV[1])
+redis.call('HSET', map, 'seq', ARGV[1], 'n', held)
 local ttl = tonumber(ARGV[2])
 if ARGV[4] ~= '' then
   redis.call('SADD', KEYS[4], ARGV[4])
   if ttl > 0 then redis.call('PEXPIRE', KEYS[4], ttl) end
 end
 if ttl > 0 then
-  for _, k in ipairs({sets[1], sets[2], map}) do redis.call('PEXPIRE', k, ttl) end
+  for _, k in ipairs({idk, map, hkey, owners}) do redis.call('PEXPIRE', k, ttl) end
 end
 return {stored, removed, unknown, unresolved, full}
 `
 
 // allScripts are the sources of every script, loaded together when the
 // server lost its script cache.
-var allScripts = []string{prefixMatchSrc, prefixAddSrc, prefixCapacitySrc, prefixRemoveSrc, prefixOrphansSrc, prefixSweepSrc, eventMatchSrc, eventApplySrc, inflightSyncSrc}
+var allScripts = []string{prefixMatchSrc, prefixAddSrc, prefixCapacitySrc, prefixRemoveSrc, orphansSrc, sweepSrc, eventMatchSrc, eventApplySrc, inflightSyncSrc}
 
 // inflightSyncScript publishes a replica's in-flight counts and reads the
 // other replicas'. KEYS: the replicas set, the replica's own hash. ARGV: the
