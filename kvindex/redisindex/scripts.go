@@ -22,6 +22,8 @@ import "github.com/redis/go-redis/v9"
 const holderLib = `
 local function flip(hold, pos, t, i, j, on)
   local bi, mask = math.floor(pos / 8) + 1, 2 ^ (pos % 8)
+  local alone = string.rep('\0', bi - 1) .. string.char(mask) -- the bit on its own
+  local byte, sub = string.byte, string.sub
   local changed = 0
   for s = i, j, 500 do
     local e = math.min(j, s + 499)
@@ -30,20 +32,25 @@ local function flip(hold, pos, t, i, j, on)
     for x = s, e do
       local f = t[x]
       local v = now[f] or vals[x - s + 1] or ''
-      local b = string.byte(v, bi) or 0
-      local nb = b
-      if on then nb = bit.bor(b, mask) else nb = bit.band(b, 255 - mask) end
-      if nb ~= b then
-        changed = changed + 1
-        if #v < bi then
-          v = v .. string.rep('\0', bi - 1 - #v) .. string.char(nb)
-        else
-          v = string.sub(v, 1, bi - 1) .. string.char(nb) .. string.sub(v, bi + 1)
+      local b = byte(v, bi) or 0
+      if on then
+        if v == '' then
+          changed = changed + 1
+          now[f] = alone
+        elseif bit.band(b, mask) == 0 then
+          changed = changed + 1
+          if #v < bi then
+            now[f] = v .. sub(alone, #v + 1)
+          else
+            now[f] = sub(v, 1, bi - 1) .. string.char(b + mask) .. sub(v, bi + 1)
+          end
         end
+      elseif bit.band(b, mask) ~= 0 then
+        changed = changed + 1
+        v = sub(v, 1, bi - 1) .. string.char(b - mask) .. sub(v, bi + 1)
         local n = #v
-        while n > 0 and string.byte(v, n) == 0 do n = n - 1 end
-        v = string.sub(v, 1, n)
-        now[f] = v
+        while n > 0 and byte(v, n) == 0 do n = n - 1 end
+        now[f] = sub(v, 1, n)
       end
     end
     for f, v in pairs(now) do
