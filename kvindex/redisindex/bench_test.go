@@ -48,29 +48,54 @@ func (l latencies) report(b *testing.B) {
 }
 
 // serverTime resets the server's command statistics and returns a func
-// that reports the server's own time per EVALSHA since then (the script's
-// work, without the round trip) as server-µs.
+// that reports, per operation since then, the server's own time in EVALSHA
+// (the script's work, without the round trip) as server-µs, and the CPU
+// time of the whole server process (reading the request and writing the
+// reply included) as server-cpu-µs.
 func serverTime(b *testing.B, srv *redistest.Server) func() {
 	if _, err := srv.Do(time.Second, "CONFIG", "RESETSTAT"); err != nil {
 		b.Fatal(err)
 	}
+	cpu0 := serverCPU(b, srv)
 	return func() {
+		b.ReportMetric((serverCPU(b, srv)-cpu0)*1e6/float64(b.N), "server-cpu-µs")
 		info, err := srv.Do(time.Second, "INFO", "commandstats")
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, line := range strings.Split(info, "\n") {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
-				for _, f := range strings.Split(rest, ",") {
-					if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
-						if us, err := strconv.ParseFloat(v, 64); err == nil {
-							b.ReportMetric(us, "server-µs")
-						}
-					}
-				}
+		if v, ok := infoField(info, "cmdstat_evalsha:", "usec_per_call="); ok {
+			b.ReportMetric(v, "server-µs")
+		}
+	}
+}
+
+// serverCPU returns the server's user and system CPU time in seconds.
+func serverCPU(b *testing.B, srv *redistest.Server) float64 {
+	info, err := srv.Do(time.Second, "INFO", "cpu")
+	if err != nil {
+		b.Fatal(err)
+	}
+	user, _ := infoField(info, "used_cpu_user:", "")
+	sys, _ := infoField(info, "used_cpu_sys:", "")
+	return user + sys
+}
+
+// infoField finds the INFO line starting with line and returns the number
+// after field in it (field "": the whole rest of the line).
+func infoField(info, line, field string) (float64, bool) {
+	for _, l := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(l), line)
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, field); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				return x, err == nil
 			}
 		}
 	}
+	return 0, false
 }
 
 // lookupFixture credits endpoint 0 with the whole chain and every other

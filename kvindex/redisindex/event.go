@@ -167,13 +167,15 @@ func (x *EventIndex) MatchContext(ctx context.Context, keys []uint64, endpoints 
 	for _, e := range endpoints {
 		hkeys = append(hkeys, x.idKey(e))
 	}
-	b := make([]byte, 0, 8*len(keys))
+	buf := getBuf(8 * len(keys))
+	defer putBuf(buf)
+	b := (*buf)[:0]
 	for _, k := range keys {
 		b = pack(b, []uint64{nonzero(k)}) // as stored: kvindex.EventKeys never yields key 0
 	}
-	args := appendItems(make([]any, 0, len(keys)), string(b))
+	*buf = b
 	cctx, cancel := context.WithTimeout(ctx, x.c.cfg.Timeout)
-	res, err := eventMatchScript.Run(cctx, x.c.client, hkeys, args...).Int64Slice()
+	res, err := eventMatchScript.Run(cctx, x.c.client, hkeys, b).Int64Slice()
 	cancel()
 	if err == nil && len(res) != 2*len(endpoints) {
 		err = fmt.Errorf("match script returned %d counts for %d endpoints", len(res), len(endpoints))
