@@ -10,6 +10,9 @@ const sweepCount = 1000
 // step of a scan per round trip, then frees the ids for new endpoints. per
 // is the bits an endpoint has in a bitmap. Until it runs a dropped id only
 // costs memory: no endpoint's id key names it, so no lookup reads its bits.
+// Every replica sweeps; each step and the freeing touch only the ids still
+// dropped, so sweeps that overlap cannot clear or free an id another
+// replica's sweep freed and a new endpoint took meanwhile.
 func sweep(c *conn, holdKey, ownersKey, idPrefix string, per int) {
 	if !c.up() {
 		return
@@ -19,23 +22,24 @@ func sweep(c *conn, holdKey, ownersKey, idPrefix string, per int) {
 		defer cancel()
 		return c.done(context.Background(), "sweep", f(ctx))
 	}
+	keys := []string{holdKey, ownersKey}
 	var ids []string
 	err := call(func(ctx context.Context) (err error) {
-		ids, err = orphansScript.Run(ctx, c.client, []string{ownersKey}, idPrefix).StringSlice()
+		ids, err = orphansScript.Run(ctx, c.client, keys, idPrefix).StringSlice()
 		return err
 	})
 	if err != nil || len(ids) == 0 {
 		return
 	}
-	args := make([]any, 3, 3+len(ids))
-	args[1], args[2] = sweepCount, per
+	args := make([]any, 4, 4+len(ids))
+	args[1], args[2], args[3] = sweepCount, per, idPrefix
 	for _, id := range ids {
 		args = append(args, id)
 	}
 	for cursor := "0"; ; {
 		args[0] = cursor
 		err := call(func(ctx context.Context) (err error) {
-			cursor, err = sweepScript.Run(ctx, c.client, []string{holdKey}, args...).Text()
+			cursor, err = sweepScript.Run(ctx, c.client, keys, args...).Text()
 			return err
 		})
 		if err != nil {
@@ -51,6 +55,6 @@ func sweep(c *conn, holdKey, ownersKey, idPrefix string, per int) {
 		}
 	}
 	_ = call(func(ctx context.Context) error {
-		return c.client.HDel(ctx, ownersKey, ids...).Err()
+		return freeScript.Run(ctx, c.client, keys, args[3:]...).Err()
 	})
 }

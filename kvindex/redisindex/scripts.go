@@ -293,38 +293,51 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 return 0
 `
 
-// orphansScript lists the dropped ids of an index: those its owners hash
-// lists whose endpoint's id key is gone or names another id (the endpoint
-// was removed or cleared, or its data expired). KEYS[1]: the owners hash;
-// ARGV[1]: the prefix of the id keys. No script sets a dropped id's bits
-// again.
+// orphansLib has isOrphan, true while id is dropped: the owners hash
+// (KEYS[2] of the scripts using it) lists it, but its endpoint's id key
+// (the prefix idp, then the endpoint) is gone or names another id. No
+// script sets a dropped id's bits again.
+const orphansLib = `
+local function isOrphan(owners, idp, id)
+  local ep = redis.call('HGET', owners, id)
+  return ep and redis.call('GET', idp .. ep) ~= id
+end
+`
+
+// orphansScript lists the dropped ids of an index (the endpoint was removed
+// or cleared, or its data expired). KEYS: the holders hash, the owners
+// hash; ARGV[1]: the prefix of the id keys.
 var orphansScript = redis.NewScript(orphansSrc)
 
-const orphansSrc = `
+const orphansSrc = orphansLib + `
 local out = {}
-local all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  if redis.call('GET', ARGV[1] .. all[i + 1]) ~= all[i] then out[#out + 1] = all[i] end
+local all = redis.call('HKEYS', KEYS[2])
+for _, id in ipairs(all) do
+  if isOrphan(KEYS[2], ARGV[1], id) then out[#out + 1] = id end
 end
 return out
 `
 
 // sweepScript clears dropped ids' bits in one step of a scan of a holders
-// hash. KEYS[1]: the holders hash. ARGV: the scan cursor, the number of
-// fields to scan, the bits per id, then the ids. It returns the next cursor
-// ("0": the scan is complete).
+// hash. KEYS: the holders hash, the owners hash. ARGV: the scan cursor, the
+// number of fields to scan, the bits per id, the prefix of the id keys,
+// then the ids. Only the ids still dropped are cleared: another replica's
+// sweep may have freed one, and a new endpoint taken it, since the scan
+// began. It returns the next cursor ("0": the scan is complete).
 var sweepScript = redis.NewScript(sweepSrc)
 
-const sweepSrc = `
+const sweepSrc = orphansLib + `
 local hold = KEYS[1]
 local r = redis.call('HSCAN', hold, ARGV[1], 'COUNT', ARGV[2])
 local per = tonumber(ARGV[3])
 local masks = {}
-for i = 4, #ARGV do
-  for t = 0, per - 1 do
-    local pos = per * tonumber(ARGV[i]) + t
-    local bi = math.floor(pos / 8) + 1
-    masks[bi] = bit.bor(masks[bi] or 0, 2 ^ (pos % 8))
+for i = 5, #ARGV do
+  if isOrphan(KEYS[2], ARGV[4], ARGV[i]) then
+    for t = 0, per - 1 do
+      local pos = per * tonumber(ARGV[i]) + t
+      local bi = math.floor(pos / 8) + 1
+      masks[bi] = bit.bor(masks[bi] or 0, 2 ^ (pos % 8))
+    end
   end
 end
 local kv = r[2]
@@ -348,6 +361,18 @@ for i = 1, #kv, 2 do
   end
 end
 return r[1]
+`
+
+// freeScript frees the ids of ARGV[2..] that are still dropped, once a
+// sweep has cleared their bits. KEYS: the holders hash, the owners hash;
+// ARGV[1]: the prefix of the id keys.
+var freeScript = redis.NewScript(freeSrc)
+
+const freeSrc = orphansLib + `
+for i = 2, #ARGV do
+  if isOrphan(KEYS[2], ARGV[1], ARGV[i]) then redis.call('HDEL', KEYS[2], ARGV[i]) end
+end
+return 0
 `
 
 // eventMatchScript finds, for each endpoint, the consecutive blocks of the
@@ -585,7 +610,7 @@ return {stored, removed, unknown, unresolved, full}
 
 // allScripts are the sources of every script, loaded together when the
 // server lost its script cache.
-var allScripts = []string{prefixMatchSrc, prefixAddSrc, prefixCapacitySrc, prefixRemoveSrc, orphansSrc, sweepSrc, eventMatchSrc, eventApplySrc, inflightSyncSrc}
+var allScripts = []string{prefixMatchSrc, prefixAddSrc, prefixCapacitySrc, prefixRemoveSrc, orphansSrc, sweepSrc, freeSrc, eventMatchSrc, eventApplySrc, inflightSyncSrc}
 
 // inflightSyncScript publishes a replica's in-flight counts and reads the
 // other replicas'. KEYS: the replicas set, the replica's own hash. ARGV: the
