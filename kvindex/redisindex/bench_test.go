@@ -234,6 +234,7 @@ func BenchmarkRedisApply(b *testing.B) {
 				}
 				cycles[g] = append(cycles[g], e.Removed(toks, 0, 64*perBatch, "GPU"))
 			}
+			defer serverTime(b, srv)()
 			var next atomic.Int64
 			b.ResetTimer()
 			start := time.Now()

@@ -17,52 +17,71 @@ import "github.com/redis/go-redis/v9"
 
 // holderLib is the Lua shared by the scripts that change what an endpoint
 // holds. flip sets (on) or clears bit pos in the holders of t[i..j] and
-// returns how many bits changed; trim evicts an approximate endpoint's
+// returns how many bits changed (setbits, when the holders were read
+// already); trim evicts an approximate endpoint's
 // lowest-scored blocks down to cap and clears their bits.
 const holderLib = `
-local function flip(hold, pos, t, i, j, on)
+-- setbits sets (on) or clears bit pos in the holders of t[i..j], whose
+-- values (false: none) are vals[1..j-i+1], and returns how many changed.
+local function setbits(hold, pos, t, i, j, vals, on)
   local bi, mask = math.floor(pos / 8) + 1, 2 ^ (pos % 8)
   local alone = string.rep('\0', bi - 1) .. string.char(mask) -- the bit on its own
-  local byte, sub = string.byte, string.sub
+  local byte, sub, band = string.byte, string.sub, bit.band
+  local changed = 0
+  local now, put, del = {}, {}, {}
+  for x = i, j do
+    local f = t[x]
+    local v = now[f] or vals[x - i + 1] or ''
+    local b = byte(v, bi) or 0
+    if on then
+      if v == '' then
+        changed = changed + 1
+        now[f] = alone
+      elseif band(b, mask) == 0 then
+        changed = changed + 1
+        if #v < bi then
+          now[f] = v .. sub(alone, #v + 1)
+        else
+          now[f] = sub(v, 1, bi - 1) .. string.char(b + mask) .. sub(v, bi + 1)
+        end
+      end
+    elseif v == alone then
+      changed = changed + 1
+      now[f] = ''
+    elseif band(b, mask) ~= 0 then
+      changed = changed + 1
+      v = sub(v, 1, bi - 1) .. string.char(b - mask) .. sub(v, bi + 1)
+      local n = #v
+      while n > 0 and byte(v, n) == 0 do n = n - 1 end
+      now[f] = sub(v, 1, n)
+    end
+  end
+  for f, v in pairs(now) do
+    if v == '' then
+      del[#del + 1] = f
+    else
+      put[#put + 1] = f
+      put[#put + 1] = v
+    end
+    if #put >= 1000 then
+      redis.call('HSET', hold, unpack(put))
+      put = {}
+    end
+    if #del >= 1000 then
+      redis.call('HDEL', hold, unpack(del))
+      del = {}
+    end
+  end
+  if #put > 0 then redis.call('HSET', hold, unpack(put)) end
+  if #del > 0 then redis.call('HDEL', hold, unpack(del)) end
+  return changed
+end
+-- flip is setbits reading the values itself, 500 at a time.
+local function flip(hold, pos, t, i, j, on)
   local changed = 0
   for s = i, j, 500 do
     local e = math.min(j, s + 499)
-    local vals = redis.call('HMGET', hold, unpack(t, s, e))
-    local now, put, del = {}, {}, {}
-    for x = s, e do
-      local f = t[x]
-      local v = now[f] or vals[x - s + 1] or ''
-      local b = byte(v, bi) or 0
-      if on then
-        if v == '' then
-          changed = changed + 1
-          now[f] = alone
-        elseif bit.band(b, mask) == 0 then
-          changed = changed + 1
-          if #v < bi then
-            now[f] = v .. sub(alone, #v + 1)
-          else
-            now[f] = sub(v, 1, bi - 1) .. string.char(b + mask) .. sub(v, bi + 1)
-          end
-        end
-      elseif bit.band(b, mask) ~= 0 then
-        changed = changed + 1
-        v = sub(v, 1, bi - 1) .. string.char(b - mask) .. sub(v, bi + 1)
-        local n = #v
-        while n > 0 and byte(v, n) == 0 do n = n - 1 end
-        now[f] = sub(v, 1, n)
-      end
-    end
-    for f, v in pairs(now) do
-      if v == '' then
-        del[#del + 1] = f
-      else
-        put[#put + 1] = f
-        put[#put + 1] = v
-      end
-    end
-    if #put > 0 then redis.call('HSET', hold, unpack(put)) end
-    if #del > 0 then redis.call('HDEL', hold, unpack(del)) end
+    changed = changed + setbits(hold, pos, t, s, e, redis.call('HMGET', hold, unpack(t, s, e)), on)
   end
   return changed
 end
@@ -535,10 +554,11 @@ end
 local function release(keys, hashes, bit)
   if #keys == 0 then return end
   local vals = call('HMGET', hkey, keys, 1, #keys)
-  local gone, unmap = {}, {}
+  local gone, goneVals, unmap = {}, {}, {}
   for x = 1, #keys do
     if has(vals[x], bit) then
       gone[#gone + 1] = keys[x]
+      goneVals[#gone] = vals[x]
       if hashes and not has(vals[x], 3 - bit) then unmap[#unmap + 1] = hashes[x] end
     elseif not hashes then
       unknown = unknown + 1
@@ -546,7 +566,7 @@ local function release(keys, hashes, bit)
   end
   if hashes then removed = removed + #keys else removed = removed + #gone end
   if #gone == 0 then return end
-  held = held - flip(hkey, pos(bit), gone, 1, #gone, false)
+  held = held - setbits(hkey, pos(bit), gone, 1, #gone, goneVals, false)
   call('HDEL', map, unmap, 1, #unmap)
 end
 -- resolve maps the engine hashes ARGV[i..i+n-1] to keys; it returns the
