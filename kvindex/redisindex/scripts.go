@@ -221,8 +221,9 @@ local seq = 1
 if top[2] then seq = math.floor(tonumber(top[2]) / D) + 1 end
 -- The blocks each chain adds: what the set holds of a chain is a run from
 -- its block 0, so the first block sent that it lacks is found by galloping
--- and bisecting, and every block after it is new too.
-local fresh = {}
+-- and bisecting, and every block after it is new too. (The chains' blocks
+-- sent are disjoint, so crediting one does not change what the next adds.)
+local fresh, args = {}, {}
 local i = 6
 for j = 0, tonumber(ARGV[5]) - 1 do
   local s, k = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
@@ -252,14 +253,8 @@ for j = 0, tonumber(ARGV[5]) - 1 do
     end
     for d = from, last do fresh[#fresh + 1] = ARGV[i + 2 + d - s] end
   end
-  i = i + 2 + k
-end
-local args = {}
-i = 6
-for j = 0, tonumber(ARGV[5]) - 1 do
-  local s, k = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   local base = (seq + j) * D + D - 1
-  for d = s, math.min(s + k, cap) - 1 do
+  for d = s, last do
     args[#args + 1] = base - d
     args[#args + 1] = ARGV[i + 2 + d - s]
     if #args >= 1000 then
