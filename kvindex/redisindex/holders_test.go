@@ -182,17 +182,11 @@ func TestDroppedIDsSwept(t *testing.T) {
 	if st.ids["c"] == 0 {
 		t.Fatalf("c took a's id before the sweep: %v", st.ids)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually(t, "id 0 not swept", func() bool {
 		st = readHolders(t, c, cfg.KeyPrefix)
-		if _, dropped := st.owners["0"]; !dropped {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("id 0 was not swept: owners %v", st.owners)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_, dropped := st.owners["0"]
+		return !dropped
+	})
 	for blk, bm := range st.holders {
 		if bitOf(bm, 0) {
 			t.Fatalf("block %x keeps the dropped id's bit", blk)
@@ -215,12 +209,7 @@ func TestDroppedIDsSwept(t *testing.T) {
 	y.Add("e", a)
 	flush(t, y)
 	_ = y.Close() // nobody refreshes e any more
-	for matchPrefix(t, x, a, "e")[0] != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("e did not expire")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, "e did not expire", func() bool { return matchPrefix(t, x, a, "e")[0] == 0 })
 	x.Add("e", a[:1])
 	flush(t, x)
 	if got := matchPrefix(t, x, a, "e", "d"); !slices.Equal(got, []int{1, 2}) {
@@ -395,20 +384,14 @@ func TestEventIDsSwept(t *testing.T) {
 		t.Fatalf("after clearing a: matched %v", got)
 	}
 	ctx := context.Background()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually(t, "a's id not swept", func() bool {
 		owners, err := c.HGetAll(ctx, cfg.KeyPrefix+"po").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, dropped := owners["0"]; !dropped {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a's id was not swept: owners %v", owners)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_, dropped := owners["0"]
+		return !dropped
+	})
 	holders, err := c.HGetAll(ctx, cfg.KeyPrefix+"ph").Result()
 	if err != nil {
 		t.Fatal(err)
