@@ -61,6 +61,11 @@ type BackendStats struct {
 	// Dropped counts updates lost: the write queue was full, or their write
 	// failed or was skipped.
 	Dropped uint64
+	// MirrorLookups counts the lookups answered from the replica's own copy
+	// of the shared index (a mirror), without a round trip; MirrorLoads the
+	// times the mirror loaded a copy (at start, and after it fell behind the
+	// backend's change log or the backend lost the index).
+	MirrorLookups, MirrorLoads uint64
 	// Down reports that the backend is marked down now: lookups return no
 	// data at once until it is tried again.
 	Down bool

@@ -13,8 +13,9 @@ import (
 	"github.com/eppkit/eppkit/kvindex"
 )
 
-// Flusher is implemented by stores that write in the background: Flush
-// returns once every earlier write is done.
+// Flusher is implemented by stores that write in the background, or whose
+// reads may lag their writes: Flush returns once every earlier write is
+// done and visible to the store's reads.
 type Flusher interface {
 	Flush(ctx context.Context) error
 }
@@ -523,6 +524,7 @@ func eventsAgainstMemory(t *testing.T, newStore EventFactory, seed uint64) {
 		if k := s.BlockKeys(nil, "m", "", q, 0); !slices.Equal(k, keys) {
 			t.Fatalf("step %d: keys differ from kvindex.EventIndex's", step)
 		}
+		Sync(t, s)
 		if err := s.MatchContext(context.Background(), keys, eps, got); err != nil {
 			t.Fatal(err)
 		}
@@ -541,6 +543,7 @@ func eventsAgainstMemory(t *testing.T, newStore EventFactory, seed uint64) {
 // wantEvents checks the tier-weighted matches of keys on endpoints.
 func wantEvents(t *testing.T, s kvindex.EventStore, keys []uint64, endpoints []string, want ...float64) {
 	t.Helper()
+	Sync(t, s)
 	got := make([]float64, len(endpoints))
 	if err := s.MatchContext(context.Background(), keys, endpoints, got); err != nil {
 		t.Fatal(err)

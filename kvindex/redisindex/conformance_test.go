@@ -16,11 +16,15 @@ import (
 // server.
 var prefixes atomic.Int64
 
+// mirrored makes testConfig's indexes keep a mirror (TestWithMirror).
+var mirrored bool
+
 func testConfig(srv *redistest.Server) redisindex.Config {
 	return redisindex.Config{
 		Address:   srv.Addr,
 		KeyPrefix: fmt.Sprintf("t%d:", prefixes.Add(1)),
 		Timeout:   time.Second, // -race on a busy machine; the timeout tests set their own
+		Mirror:    mirrored,
 	}
 }
 
@@ -57,5 +61,26 @@ func TestEventIndexConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	kvindextest.TestEventStore(t, func(t *testing.T, icfg kvindex.EventIndexConfig) kvindex.EventStore {
 		return newEvents(t, testConfig(srv), icfg)
+	})
+}
+
+// So do they with a mirror: lookups read the replica's copy, kept from the
+// change log.
+
+func TestPrefixIndexConformanceMirror(t *testing.T) {
+	srv := redistest.Start(t)
+	kvindextest.TestPrefixStore(t, func(t *testing.T, icfg kvindex.PrefixIndexConfig) kvindex.PrefixStore {
+		cfg := testConfig(srv)
+		cfg.Mirror = true
+		return newPrefix(t, cfg, icfg)
+	})
+}
+
+func TestEventIndexConformanceMirror(t *testing.T) {
+	srv := redistest.Start(t)
+	kvindextest.TestEventStore(t, func(t *testing.T, icfg kvindex.EventIndexConfig) kvindex.EventStore {
+		cfg := testConfig(srv)
+		cfg.Mirror = true
+		return newEvents(t, cfg, icfg)
 	})
 }

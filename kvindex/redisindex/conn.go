@@ -87,6 +87,14 @@ type Config struct {
 	// for a timeout. 0 means DefaultDownAfter and DefaultRetryAfter.
 	DownAfter  int
 	RetryAfter time.Duration
+	// Mirror keeps a copy of the index's holders and endpoint ids in this
+	// replica's memory, fed by the change log the server's scripts write:
+	// lookups read the copy, without a round trip, while it is current (it
+	// read the log's end within MirrorStale), and the server otherwise. A
+	// copy is loaded at start and again when it fell too far behind the log
+	// or the server lost the index; writes go to the server as without it.
+	// It costs this replica's memory about what the in-memory index would.
+	Mirror bool
 	// Logger receives errors (at most one line per ten seconds, with a
 	// count) and recoveries; nil discards them.
 	Logger *slog.Logger
@@ -158,6 +166,7 @@ type conn struct {
 	quiet     atomic.Uint64
 
 	lookups, writes, errs, timeouts, skipped, dropped atomic.Uint64
+	mirrorLookups, mirrorLoads                        atomic.Uint64
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -274,7 +283,10 @@ func (c *conn) stats() kvindex.BackendStats {
 		Timeouts: c.timeouts.Load(),
 		Skipped:  c.skipped.Load(),
 		Dropped:  c.dropped.Load(),
-		Down:     until != 0 && time.Now().UnixNano() < until,
+
+		MirrorLookups: c.mirrorLookups.Load(),
+		MirrorLoads:   c.mirrorLoads.Load(),
+		Down:          until != 0 && time.Now().UnixNano() < until,
 	}
 }
 

@@ -46,11 +46,12 @@ type EventIndex struct {
 	eps map[string]*eventEndpoint
 
 	modelsKey string
-	// holdKey (the holders hash) and ownersKey (id → endpoint) are shared
-	// by all endpoints.
-	holdKey, ownersKey string
-	modelsMu           sync.RWMutex
-	models             map[string]struct{} // base models seen in events (exact keys)
+	// h names the holders hash and what goes with it, shared by all
+	// endpoints.
+	h        holderKeys
+	m        *mirror // nil unless Config.Mirror
+	modelsMu sync.RWMutex
+	models   map[string]struct{} // base models seen in events (exact keys)
 
 	st struct {
 		batches, stored, removed, clears, unknownRemoves, unknownParents, unresolved,
@@ -61,8 +62,8 @@ type EventIndex struct {
 // eventEndpoint is what a replica keeps of an endpoint it applies events
 // for.
 type eventEndpoint struct {
-	mu          sync.Mutex // serialises the endpoint's applies
-	id, mapping string     // its keys
+	mu                sync.Mutex // serialises the endpoint's applies
+	name, id, mapping string     // its name and keys
 	// memo remembers the keys of the engine hashes this replica stored, so
 	// a parent hash usually resolves without a round trip. An engine hash
 	// always names the same block, so a remembered key is never wrong; the
@@ -99,8 +100,7 @@ func NewEventIndex(cfg Config, icfg kvindex.EventIndexConfig) (*EventIndex, erro
 		ttl:       c.cfg.ttlMillis(),
 		eps:       map[string]*eventEndpoint{},
 		modelsKey: c.cfg.KeyPrefix + "p:models",
-		holdKey:   c.cfg.KeyPrefix + "ph",
-		ownersKey: c.cfg.KeyPrefix + "po",
+		h:         newHolderKeys(c.cfg.KeyPrefix, "p", 2),
 		models:    map[string]struct{}{},
 	}
 	x.keyers.New = func() any {
@@ -110,13 +110,16 @@ func NewEventIndex(cfg Config, icfg kvindex.EventIndexConfig) (*EventIndex, erro
 	if x.ttl > 0 || x.exact {
 		c.every(c.refreshPeriod(), func() { _ = x.Refresh(context.Background()) })
 	}
-	c.every(c.refreshPeriod(), func() { sweep(x.c, x.holdKey, x.ownersKey, x.c.cfg.KeyPrefix+"pi:", 2) })
+	c.every(c.refreshPeriod(), func() { sweep(x.c, x.h) })
+	if c.cfg.Mirror {
+		x.m = newMirror(c, x.h)
+	}
 	return x, nil
 }
 
 // idKey is the key of an endpoint's id.
 func (x *EventIndex) idKey(endpoint string) string {
-	return x.c.cfg.KeyPrefix + "pi:" + endpoint
+	return x.h.idPrefix + endpoint
 }
 
 // endpoint returns the replica's state of the named endpoint, creating it.
@@ -125,7 +128,7 @@ func (x *EventIndex) endpoint(name string) *eventEndpoint {
 	defer x.mu.Unlock()
 	ep, ok := x.eps[name]
 	if !ok {
-		ep = &eventEndpoint{id: x.idKey(name), mapping: x.c.cfg.KeyPrefix + "p:m:" + name}
+		ep = &eventEndpoint{name: name, id: x.idKey(name), mapping: x.c.cfg.KeyPrefix + "p:m:" + name}
 		x.eps[name] = ep
 	}
 	return ep
@@ -159,11 +162,21 @@ func (x *EventIndex) MatchContext(ctx context.Context, keys []uint64, endpoints 
 	if len(keys) == 0 || len(endpoints) == 0 {
 		return nil
 	}
+	if x.m != nil {
+		counts := make([]int, 2*len(endpoints))
+		gpu, cpu := counts[:len(endpoints)], counts[len(endpoints):]
+		if x.m.matchEvents(keys, endpoints, gpu, cpu) {
+			for i := range endpoints {
+				matched[i] = float64(gpu[i])*x.weights[kvindex.TierGPU] + float64(cpu[i])*x.weights[kvindex.TierCPU]
+			}
+			return nil
+		}
+	}
 	if !x.c.up() {
 		return ErrUnavailable
 	}
 	hkeys := make([]string, 0, 1+len(endpoints))
-	hkeys = append(hkeys, x.holdKey)
+	hkeys = append(hkeys, x.h.hold)
 	for _, e := range endpoints {
 		hkeys = append(hkeys, x.idKey(e))
 	}
@@ -279,7 +292,7 @@ func (x *EventIndex) Apply(endpoint string, b *kvindex.Batch) {
 			args = appendOp(args, "C", 0, nil)
 		}
 	}
-	res, err := eventApplyScript.Run(ctx, x.c.client, []string{x.holdKey, ep.id, ep.mapping, x.modelsKey, x.ownersKey}, args...).Int64Slice()
+	res, err := eventApplyScript.Run(ctx, x.c.client, []string{x.h.hold, ep.id, ep.mapping, x.modelsKey, x.h.owners, x.h.log, x.h.epoch}, args...).Int64Slice()
 	if err == nil && len(res) != 1 && len(res) != 5 {
 		err = fmt.Errorf("apply script returned %d counts", len(res))
 	}
@@ -411,7 +424,7 @@ func (x *EventIndex) del(ep *eventEndpoint) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), x.c.cfg.WriteTimeout)
 	defer cancel()
-	err := x.c.client.Del(ctx, ep.id, ep.mapping).Err() // the sweep clears its bits
+	err := eventDropScript.Run(ctx, x.c.client, []string{ep.id, ep.mapping, x.h.log, x.h.epoch}, ep.name).Err() // the sweep clears its bits
 	if x.c.done(context.Background(), "clear", err) != nil {
 		x.c.dropped.Add(1)
 		return
@@ -438,9 +451,9 @@ func (x *EventIndex) Refresh(ctx context.Context) error {
 		}
 		x.mu.Unlock()
 		pipe.PExpire(ctx, x.modelsKey, ttl)
-		// Last, so that they outlive every endpoint's keys.
-		pipe.PExpire(ctx, x.holdKey, ttl)
-		pipe.PExpire(ctx, x.ownersKey, ttl)
+		for _, k := range x.h.ttlKeys() { // last, so that they outlive every endpoint's keys
+			pipe.PExpire(ctx, k, ttl)
+		}
 	}
 	var models *redis.StringSliceCmd
 	if x.exact {
@@ -480,6 +493,16 @@ func (x *EventIndex) Stats() (st kvindex.EventIndexStats, stale uint64) {
 		SkippedGroups:   x.st.skippedGroups.Load(),
 		Full:            x.st.full.Load(),
 	}, x.st.stale.Load()
+}
+
+// Flush returns at once without Config.Mirror. With it, it waits until the
+// mirror has read every change the server had when it was called — the
+// batches this replica applied before it included — or ctx ends.
+func (x *EventIndex) Flush(ctx context.Context) error {
+	if x.m == nil {
+		return nil
+	}
+	return x.m.catchUp(ctx)
 }
 
 // BackendStats returns the index's counters of calls to the server.

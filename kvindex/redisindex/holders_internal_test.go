@@ -28,7 +28,7 @@ func TestSweepsOverlap(t *testing.T) {
 	a.RemoveEndpoint("gone") // id 0 dropped, its 3,000 bits left
 	kvindextest.Sync(t, a)
 
-	keys := []string{a.holdKey, a.ownersKey}
+	keys := []string{a.h.hold, a.h.owners, a.h.log, a.h.epoch}
 	idp := cfg.KeyPrefix + "ai:"
 	ids, err := orphansScript.Run(ctx, a.c.client, keys, idp).StringSlice()
 	if err != nil || len(ids) != 1 || ids[0] != "0" {
@@ -41,7 +41,7 @@ func TestSweepsOverlap(t *testing.T) {
 		t.Fatalf("first step: cursor %q %v", cursor, err)
 	}
 	// A: a whole sweep, which frees id 0; a newcomer takes it.
-	sweep(a.c, a.holdKey, a.ownersKey, idp, 1)
+	sweep(a.c, a.h)
 	fresh := kvindextest.Chain(2, 3000)
 	a.Add("new", fresh)
 	kvindextest.Sync(t, a)
@@ -62,7 +62,7 @@ func TestSweepsOverlap(t *testing.T) {
 	if err := a.MatchContext(ctx, fresh, []string{"new", "gone"}, m); err != nil || m[0] != 3000 || m[1] != 0 {
 		t.Fatalf("matched %v %v, want [3000 0]: B's sweep touched the newcomer", m, err)
 	}
-	if owner, _ := a.c.client.HGet(ctx, a.ownersKey, "0").Result(); owner != "new" {
+	if owner, _ := a.c.client.HGet(ctx, a.h.owners, "0").Result(); owner != "new" {
 		t.Fatalf("owner of id 0 %q, want new", owner)
 	}
 }

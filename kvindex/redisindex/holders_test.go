@@ -294,6 +294,7 @@ func TestEventBatchesAgainstMemory(t *testing.T) {
 		b := &kvindex.Batch{Model: "m", Seq: seqs[ep], Events: evs}
 		x.Apply(ep, b)
 		ref.Apply(ep, b)
+		kvindextest.Sync(t, x)
 		for _, p := range prompts {
 			keys := ref.BlockKeys(nil, "m", "", p, 0)
 			if err := x.MatchContext(context.Background(), keys, eps, got); err != nil {

@@ -41,9 +41,10 @@ type PrefixIndex struct {
 	caps    sync.Map // endpoint → capacity set through this replica (int)
 	keys    sync.Map // endpoint → its set's and id key, for endpoints written
 	capsKey string
-	// holdKey (the holders hash) and ownersKey (id → endpoint) are shared
-	// by all endpoints.
-	holdKey, ownersKey string
+	// h names the holders hash and what goes with it, shared by all
+	// endpoints.
+	h holderKeys
+	m *mirror // nil unless Config.Mirror
 }
 
 // endpointKeys are the keys of one endpoint: its sorted set and its id.
@@ -79,15 +80,17 @@ func NewPrefixIndex(cfg Config, icfg kvindex.PrefixIndexConfig) (*PrefixIndex, e
 		queue:      make(chan prefixOp, c.cfg.QueueSize),
 		closing:    make(chan struct{}),
 		capsKey:    c.cfg.KeyPrefix + "a:cap",
-		holdKey:    c.cfg.KeyPrefix + "ah",
-		ownersKey:  c.cfg.KeyPrefix + "ao",
+		h:          newHolderKeys(c.cfg.KeyPrefix, "a", 1),
 	}
 	c.wg.Add(1)
 	go x.write()
 	if x.ttl > 0 {
 		c.every(c.refreshPeriod(), x.refresh)
 	}
-	c.every(c.refreshPeriod(), func() { sweep(x.c, x.holdKey, x.ownersKey, c.cfg.KeyPrefix+"ai:", 1) })
+	c.every(c.refreshPeriod(), func() { sweep(x.c, x.h) })
+	if c.cfg.Mirror {
+		x.m = newMirror(c, x.h)
+	}
 	return x, nil
 }
 
@@ -96,7 +99,7 @@ func (x *PrefixIndex) keysOf(endpoint string) endpointKeys {
 	if k, ok := x.keys.Load(endpoint); ok {
 		return k.(endpointKeys)
 	}
-	return endpointKeys{set: x.c.cfg.KeyPrefix + "a:" + endpoint, id: x.c.cfg.KeyPrefix + "ai:" + endpoint}
+	return endpointKeys{set: x.c.cfg.KeyPrefix + "a:" + endpoint, id: x.h.idPrefix + endpoint}
 }
 
 // MatchContext sets matched[i] to the number of consecutive blocks, from
@@ -110,12 +113,15 @@ func (x *PrefixIndex) MatchContext(ctx context.Context, hashes []uint64, endpoin
 	if len(hashes) == 0 || len(endpoints) == 0 {
 		return nil
 	}
+	hashes = hashes[:min(len(hashes), MaxChain)]
+	if x.m != nil && x.m.matchPrefix(hashes, endpoints, matched) {
+		return nil
+	}
 	if !x.c.up() {
 		return ErrUnavailable
 	}
-	hashes = hashes[:min(len(hashes), MaxChain)]
 	keys := make([]string, 1+len(endpoints))
-	keys[0] = x.holdKey
+	keys[0] = x.h.hold
 	for i, e := range endpoints {
 		keys[1+i] = x.keysOf(e).id
 	}
@@ -176,7 +182,8 @@ func (x *PrefixIndex) RemoveEndpoint(endpoint string) {
 }
 
 // Flush waits until every update queued before it was written (or dropped),
-// or ctx ends.
+// or ctx ends; with Config.Mirror, also until the mirror has read them, so
+// that this replica's lookups see them.
 func (x *PrefixIndex) Flush(ctx context.Context) error {
 	done := make(chan struct{})
 	x.mu.RLock()
@@ -193,10 +200,13 @@ func (x *PrefixIndex) Flush(ctx context.Context) error {
 	}
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if x.m != nil {
+		return x.m.catchUp(ctx)
+	}
+	return nil
 }
 
 // BackendStats returns the index's counters.
@@ -357,7 +367,7 @@ func (x *PrefixIndex) pipeline(ctx context.Context, ops []prefixOp) []redis.Cmde
 	pipe := x.c.client.Pipeline()
 	for _, op := range ops {
 		ek := x.keysOf(op.endpoint)
-		keys := []string{ek.set, x.capsKey, x.holdKey, ek.id, x.ownersKey}
+		keys := []string{ek.set, x.capsKey, x.h.hold, ek.id, x.h.owners, x.h.log, x.h.epoch}
 		switch op.kind {
 		case 'a':
 			prefixAddScript.EvalSha(ctx, pipe, keys, addArgs(op, x.defaultCap, x.ttl)...)
@@ -452,9 +462,9 @@ func (x *PrefixIndex) refresh() {
 		pipe.PExpire(ctx, k.(endpointKeys).id, ttl)
 		return true
 	})
-	// Last, so that they outlive every endpoint's keys.
-	pipe.PExpire(ctx, x.holdKey, ttl)
-	pipe.PExpire(ctx, x.ownersKey, ttl)
+	for _, k := range x.h.ttlKeys() { // last, so that they outlive every endpoint's keys
+		pipe.PExpire(ctx, k, ttl)
+	}
 	_, err := pipe.Exec(ctx)
 	if errors.Is(err, redis.Nil) {
 		err = nil

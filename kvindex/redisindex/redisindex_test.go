@@ -27,6 +27,7 @@ func matchPrefix(t *testing.T, x kvindex.PrefixStore, chain []uint64, eps ...str
 
 func matchEvents(t *testing.T, x kvindex.EventStore, keys []uint64, eps ...string) []float64 {
 	t.Helper()
+	kvindextest.Sync(t, x) // a mirror has read what was applied
 	m := make([]float64, len(eps))
 	if err := x.MatchContext(context.Background(), keys, eps, m); err != nil {
 		t.Fatal(err)

@@ -15,12 +15,53 @@ import "github.com/redis/go-redis/v9"
 // equal sets are equal strings. A lookup reads the holders of the
 // request's blocks once for all endpoints.
 
+// logLib writes an index's change log: a stream to which every script that
+// changes the holders or the endpoints' ids appends what it changed, so
+// that a replica can keep a copy of them (Config.Mirror, mirror.go).
+// Entries have IDs <epoch>-<n>, n counting from 0 without a gap; the epoch
+// (the server's clock when the log began, kept in its own key) changes
+// when the log is lost and begun again, so a reader can tell a continuous
+// log from a new one. Each entry has fields k (the kind), p and v:
+//
+//	s, c  bit p was set (s) or cleared (c) in the holders of v (packed keys)
+//	x     the bits of ids p (a comma-separated list) were cleared in the holders of v (the sweep)
+//	i     id p was given to endpoint v
+//	d     endpoint v lost its id (removed, cleared, emptied)
+//	f     id p was freed (the sweep cleared its bits everywhere)
+//
+// The scripts using it set logk and epk (the stream and the epoch key)
+// first. The stream keeps about logLen entries.
+const logLib = `
+local logk, epk, epoch = false, false, false
+local function emit(kind, p, v)
+  if not logk then return end
+  if not epoch then
+    epoch = redis.call('GET', epk)
+    if not epoch then
+      local t = redis.call('TIME')
+      epoch = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+      redis.call('SET', epk, epoch)
+    end
+  end
+  local r = redis.pcall('XADD', logk, 'MAXLEN', '~', ` + logLen + `, epoch .. '-*', 'k', kind, 'p', p, 'v', v)
+  if type(r) == 'table' and r.err then
+    -- an entry with a larger ID exists (the epoch key was lost): begin again
+    redis.call('DEL', logk)
+    redis.call('XADD', logk, epoch .. '-*', 'k', kind, 'p', p, 'v', v)
+  end
+end
+`
+
+// logLen is about how many entries an index's change log keeps (XADD
+// MAXLEN ~): a mirror further behind than that loads the index again.
+const logLen = "10000"
+
 // holderLib is the Lua shared by the scripts that change what an endpoint
 // holds. flip sets (on) or clears bit pos in the holders of t[i..j] and
 // returns how many bits changed (setbits, when the holders were read
 // already); trim evicts an approximate endpoint's
 // lowest-scored blocks down to cap and clears their bits.
-const holderLib = `
+const holderLib = logLib + `
 -- setbits sets (on) or clears bit pos in the holders of t[i..j], whose
 -- values (false: none) are vals[1..j-i+1], and returns how many changed.
 local function setbits(hold, pos, t, i, j, vals, on)
@@ -28,7 +69,7 @@ local function setbits(hold, pos, t, i, j, vals, on)
   local alone = string.rep('\0', bi - 1) .. string.char(mask) -- the bit on its own
   local byte, sub, band = string.byte, string.sub, bit.band
   local changed = 0
-  local now, put, del = {}, {}, {}
+  local now, put, del, ch = {}, {}, {}, {}
   for x = i, j do
     local f = t[x]
     local v = now[f] or vals[x - i + 1] or ''
@@ -57,6 +98,7 @@ local function setbits(hold, pos, t, i, j, vals, on)
     end
   end
   for f, v in pairs(now) do
+    ch[#ch + 1] = f
     if v == '' then
       del[#del + 1] = f
     else
@@ -74,6 +116,7 @@ local function setbits(hold, pos, t, i, j, vals, on)
   end
   if #put > 0 then redis.call('HSET', hold, unpack(put)) end
   if #del > 0 then redis.call('HDEL', hold, unpack(del)) end
+  if #ch > 0 then emit(on and 's' or 'c', pos, table.concat(ch)) end
   return changed
 end
 -- flip is setbits reading the values itself, 500 at a time.
@@ -102,6 +145,7 @@ local function newID(owners, idk, ep)
   local id = 0
   while redis.call('HSETNX', owners, id, ep) == 0 do id = id + 1 end
   redis.call('SET', idk, id)
+  emit('i', id, ep)
   return id
 end
 `
@@ -184,8 +228,8 @@ return out
 
 // prefixAddScript credits an endpoint with one or more chains, as if added
 // one after the other. KEYS: its sorted set, the capacity hash, the holders
-// hash, its id key, the owners hash (id → endpoint). ARGV: endpoint,
-// capacity (0: the stored one, else the default), default capacity, TTL in
+// hash, its id key, the owners hash (id → endpoint), the change log and
+// its epoch key. ARGV: endpoint, capacity (0: the stored one, else the default), default capacity, TTL in
 // ms (0: none), the number of chains, then for each chain j: the depth s of
 // its first block sent (the blocks before it are credited by a later
 // chain), the number of blocks sent, and their hashes, one argument each. A
@@ -210,6 +254,7 @@ var prefixAddScript = redis.NewScript(prefixAddSrc)
 
 const prefixAddSrc = holderLib + `
 local set, caps, hold, idk, owners = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+logk, epk = KEYS[6], KEYS[7]
 local cap = tonumber(ARGV[2])
 if cap <= 0 then cap = tonumber(redis.call('HGET', caps, ARGV[1]) or ARGV[3]) end
 local id = redis.call('GET', idk)
@@ -269,9 +314,9 @@ flip(hold, id, fresh, 1, #fresh, true)
 local size = trim(set, hold, id, cap)
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then
-  for _, key in ipairs({set, idk, hold, owners}) do redis.call('PEXPIRE', key, ttl) end
+  for _, key in ipairs({set, idk, hold, owners, logk, epk}) do redis.call('PEXPIRE', key, ttl) end
 end
-if size == 0 then redis.call('DEL', idk) end
+if size == 0 and redis.call('DEL', idk) == 1 then emit('d', '', ARGV[1]) end
 return size
 `
 
@@ -282,6 +327,7 @@ var prefixCapacityScript = redis.NewScript(prefixCapacitySrc)
 
 const prefixCapacitySrc = holderLib + `
 local set, caps, hold, idk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+logk, epk = KEYS[6], KEYS[7]
 local cap = tonumber(ARGV[2])
 if cap <= 0 then
   redis.call('HDEL', caps, ARGV[1])
@@ -301,8 +347,10 @@ return 0
 // for the sweep to clear.
 var prefixRemoveScript = redis.NewScript(prefixRemoveSrc)
 
-const prefixRemoveSrc = `
-redis.call('DEL', KEYS[1], KEYS[4])
+const prefixRemoveSrc = logLib + `
+logk, epk = KEYS[6], KEYS[7]
+redis.call('DEL', KEYS[1])
+if redis.call('DEL', KEYS[4]) == 1 then emit('d', '', ARGV[1]) end
 redis.call('HDEL', KEYS[2], ARGV[1])
 return 0
 `
@@ -333,20 +381,23 @@ return out
 `
 
 // sweepScript clears dropped ids' bits in one step of a scan of a holders
-// hash. KEYS: the holders hash, the owners hash. ARGV: the scan cursor, the
+// hash. KEYS: the holders hash, the owners hash, the change log and its
+// epoch key. ARGV: the scan cursor, the
 // number of fields to scan, the bits per id, the prefix of the id keys,
 // then the ids. Only the ids still dropped are cleared: another replica's
 // sweep may have freed one, and a new endpoint taken it, since the scan
 // began. It returns the next cursor ("0": the scan is complete).
 var sweepScript = redis.NewScript(sweepSrc)
 
-const sweepSrc = orphansLib + `
+const sweepSrc = orphansLib + logLib + `
 local hold = KEYS[1]
+logk, epk = KEYS[3], KEYS[4]
 local r = redis.call('HSCAN', hold, ARGV[1], 'COUNT', ARGV[2])
 local per = tonumber(ARGV[3])
-local masks = {}
+local masks, swept, cleared = {}, {}, {}
 for i = 5, #ARGV do
   if isOrphan(KEYS[2], ARGV[4], ARGV[i]) then
+    swept[#swept + 1] = ARGV[i]
     for t = 0, per - 1 do
       local pos = per * tonumber(ARGV[i]) + t
       local bi = math.floor(pos / 8) + 1
@@ -365,6 +416,7 @@ for i = 1, #kv, 2 do
     end
   end
   if changed then
+    cleared[#cleared + 1] = kv[i]
     local e = #bytes
     while e > 0 and bytes[e] == 0 do e = e - 1 end
     if e == 0 then
@@ -374,17 +426,22 @@ for i = 1, #kv, 2 do
     end
   end
 end
+if #cleared > 0 then emit('x', table.concat(swept, ','), table.concat(cleared)) end
 return r[1]
 `
 
 // freeScript frees the ids of ARGV[2..] that are still dropped, once a
-// sweep has cleared their bits. KEYS: the holders hash, the owners hash;
-// ARGV[1]: the prefix of the id keys.
+// sweep has cleared their bits. KEYS: the holders hash, the owners hash,
+// the change log and its epoch key; ARGV[1]: the prefix of the id keys.
 var freeScript = redis.NewScript(freeSrc)
 
-const freeSrc = orphansLib + `
+const freeSrc = orphansLib + logLib + `
+logk, epk = KEYS[3], KEYS[4]
 for i = 2, #ARGV do
-  if isOrphan(KEYS[2], ARGV[1], ARGV[i]) then redis.call('HDEL', KEYS[2], ARGV[i]) end
+  if isOrphan(KEYS[2], ARGV[1], ARGV[i]) then
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    emit('f', ARGV[i], '')
+  end
 end
 return 0
 `
@@ -464,7 +521,7 @@ return out
 // holders hash, the endpoint's id key, its mappings (engine hash → block
 // key, plus the fields "seq": the last batch applied, and "n": the (block,
 // tier) entries it holds), the set of base models (exact keys), the owners
-// hash (id → endpoint). ARGV: the batch's sequence number (20 digits), TTL
+// hash (id → endpoint), the change log and its epoch key. ARGV: the batch's sequence number (20 digits), TTL
 // in ms, the endpoint's entry limit, a model to add to the base models (""
 // none), the endpoint, then each operation: code, tier (1 GPU, 2 CPU),
 // count n, and its items, 8-byte hashes or keys, one argument each (the
@@ -490,6 +547,7 @@ var eventApplyScript = redis.NewScript(eventApplySrc)
 
 const eventApplySrc = holderLib + `
 local hkey, idk, map, owners = KEYS[1], KEYS[2], KEYS[3], KEYS[5]
+logk, epk = KEYS[6], KEYS[7]
 local last = redis.call('HGET', map, 'seq')
 if last and ARGV[1] < last then return {-1} end
 local maxn = tonumber(ARGV[3])
@@ -605,7 +663,8 @@ while a <= #ARGV do
       for x = 1, n do keys[x] = ARGV[a + x - 1] end
       release(keys, false, bit)
     elseif op == 'C' then
-      redis.call('DEL', idk, map)
+      redis.call('DEL', map)
+      if redis.call('DEL', idk) == 1 then emit('d', '', ARGV[5]) end
       id, held = false, 0
     end
     a = a + n
@@ -618,14 +677,27 @@ if ARGV[4] ~= '' then
   if ttl > 0 then redis.call('PEXPIRE', KEYS[4], ttl) end
 end
 if ttl > 0 then
-  for _, k in ipairs({idk, map, hkey, owners}) do redis.call('PEXPIRE', k, ttl) end
+  for _, k in ipairs({idk, map, hkey, owners, logk, epk}) do redis.call('PEXPIRE', k, ttl) end
 end
 return {stored, removed, unknown, unresolved, full}
 `
 
+// eventDropScript forgets an endpoint of the precise index (a clear or a
+// removal outside a batch). KEYS: its id key, its mappings, the change log
+// and its epoch key. ARGV[1]: the endpoint. Its id is dropped, its bits
+// left for the sweep to clear.
+var eventDropScript = redis.NewScript(eventDropSrc)
+
+const eventDropSrc = logLib + `
+logk, epk = KEYS[3], KEYS[4]
+redis.call('DEL', KEYS[2])
+if redis.call('DEL', KEYS[1]) == 1 then emit('d', '', ARGV[1]) end
+return 0
+`
+
 // allScripts are the sources of every script, loaded together when the
 // server lost its script cache.
-var allScripts = []string{prefixMatchSrc, prefixAddSrc, prefixCapacitySrc, prefixRemoveSrc, orphansSrc, sweepSrc, freeSrc, eventMatchSrc, eventApplySrc, inflightSyncSrc}
+var allScripts = []string{prefixMatchSrc, prefixAddSrc, prefixCapacitySrc, prefixRemoveSrc, orphansSrc, sweepSrc, freeSrc, eventMatchSrc, eventApplySrc, eventDropSrc, inflightSyncSrc}
 
 // inflightSyncScript publishes a replica's in-flight counts and reads the
 // other replicas'. KEYS: the replicas set, the replica's own hash. ARGV: the
