@@ -142,7 +142,7 @@ func TestMirrorEndpointExpired(t *testing.T) {
 	a := kvindextest.Chain(1, 6)
 	y.Add("e", a)
 	flush(t, y)
-	_ = y.Close() // nobody refreshes e any more
+	_ = y.Close()                           // nobody refreshes e any more
 	x.Add("other", kvindextest.Chain(2, 3)) // the shared keys get x's TTL again
 	flush(t, x)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
