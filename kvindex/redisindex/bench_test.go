@@ -98,6 +98,20 @@ func infoField(info, line, field string) (float64, bool) {
 	return 0, false
 }
 
+// mirrorShare returns a func that fails the benchmark if a mirror answered
+// some lookups and the server others (the mirror fell behind), and reports
+// which answered them all.
+func mirrorShare(b *testing.B, stats func() kvindex.BackendStats) func() {
+	st0 := stats()
+	return func() {
+		st := stats()
+		local, remote := st.MirrorLookups-st0.MirrorLookups, st.Lookups-st0.Lookups
+		if local != 0 && remote != 0 {
+			b.Fatalf("%d lookups from the mirror, %d from the server", local, remote)
+		}
+	}
+}
+
 // lookupFixture credits endpoint 0 with the whole chain and every other
 // endpoint with a share of it (a common system prompt held everywhere).
 func lookupFixture(blocks, endpoints int) ([]uint64, []string, func(x kvindex.PrefixStore)) {
@@ -133,11 +147,15 @@ func benchLookup(b *testing.B, blocks int) {
 	srv := redistest.Start(b)
 	for _, n := range []int{8, 64} {
 		chain, eps, fill := lookupFixture(blocks, n)
-		for _, backend := range []string{"memory", "redis"} {
+		for _, backend := range []string{"memory", "redis", "redis-mirror"} {
 			b.Run(fmt.Sprintf("N=%d/%s", n, backend), func(b *testing.B) {
 				var x kvindex.PrefixStore = kvindex.NewPrefixIndex(kvindex.PrefixIndexConfig{})
-				if backend == "redis" {
-					x = newPrefix(b, benchConfig(srv), kvindex.PrefixIndexConfig{})
+				if backend != "memory" {
+					cfg := benchConfig(srv)
+					cfg.Mirror = backend == "redis-mirror"
+					r := newPrefix(b, cfg, kvindex.PrefixIndexConfig{})
+					defer mirrorShare(b, r.BackendStats)()
+					x = r
 				}
 				fill(x)
 				kvindextest.Sync(b, x)
@@ -177,17 +195,22 @@ func BenchmarkRedisEventLookup2048(b *testing.B) {
 	for i := range eps {
 		eps[i] = fmt.Sprintf("10.0.0.%d:8000", i)
 	}
-	for _, backend := range []string{"memory", "redis"} {
+	for _, backend := range []string{"memory", "redis", "redis-mirror"} {
 		b.Run(backend, func(b *testing.B) {
 			var x kvindex.EventStore
-			if backend == "redis" {
-				x = newEvents(b, benchConfig(srv), kvindex.EventIndexConfig{})
+			if backend != "memory" {
+				cfg := benchConfig(srv)
+				cfg.Mirror = backend == "redis-mirror"
+				r := newEvents(b, cfg, kvindex.EventIndexConfig{})
+				defer mirrorShare(b, r.BackendStats)()
+				x = r
 			} else {
 				x, _ = kvindex.NewEventIndex(kvindex.EventIndexConfig{})
 			}
 			for i, ep := range eps {
 				x.Apply(ep, kvindextest.Batch("m", e.Stored(toks, 0, blocks/(i+1), "GPU")))
 			}
+			kvindextest.Sync(b, x)
 			keys := x.BlockKeys(nil, "m", "", toks, blocks)
 			if backend == "redis" {
 				defer serverTime(b, srv)()

@@ -160,3 +160,72 @@ func TestMirrorEndpointExpired(t *testing.T) {
 		t.Fatalf("stats %+v: want the lookup from the mirror, loaded once", st)
 	}
 }
+
+// TestMirrorServerDown: with the server down a mirror answers from its copy
+// for at most MirrorStale, then lookups go to the server and fail fast, as
+// without a mirror; after a restart that lost the index the mirror loads
+// the empty one and follows the writes again.
+func TestMirrorServerDown(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := testConfig(srv)
+	cfg.Timeout = 200 * time.Millisecond
+	cfg.RetryAfter = 100 * time.Millisecond
+	w := newPrefix(t, cfg, kvindex.PrefixIndexConfig{})
+	cfg.Mirror = true
+	rd := newPrefix(t, cfg, kvindex.PrefixIndexConfig{})
+	c := kvindextest.Chain(1, 8)
+	w.Add("e", c)
+	flush(t, w)
+	flush(t, rd)
+	if got := matchPrefix(t, rd, c, "e"); got[0] != 8 {
+		t.Fatalf("matched %v before the server went down", got)
+	}
+
+	srv.Stop()
+	stopped := time.Now()
+	m := []int{-1}
+	for {
+		start := time.Now()
+		err := rd.MatchContext(context.Background(), c, []string{"e"}, m)
+		if d := time.Since(start); d > cfg.Timeout+500*time.Millisecond {
+			t.Fatalf("a lookup took %v with the server down (timeout %v)", d, cfg.Timeout)
+		}
+		if err != nil {
+			if m[0] != 0 {
+				t.Fatalf("a failed lookup matched %v", m)
+			}
+			break
+		}
+		if m[0] != 8 {
+			t.Fatalf("the mirror matched %v with the server down, want its copy's 8", m)
+		}
+		if time.Since(stopped) > redisindex.MirrorStale+time.Second {
+			t.Fatalf("the mirror still answered %v after the server was down", time.Since(stopped))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if since := time.Since(stopped); since < redisindex.MirrorStale-200*time.Millisecond {
+		t.Fatalf("lookups failed %v after the server went down; the mirror should answer for about %v", since, redisindex.MirrorStale)
+	}
+
+	srv.Restart() // empty
+	loads := rd.BackendStats().MirrorLoads
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.Add("e", c[:3])
+		flush(t, w)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := rd.Flush(ctx)
+		cancel()
+		if err == nil && rd.MatchContext(context.Background(), c, []string{"e"}, m) == nil && m[0] == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery after the restart: matched %v, stats %+v", m, rd.BackendStats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st := rd.BackendStats(); st.MirrorLoads <= loads {
+		t.Fatalf("stats %+v: the mirror did not load the restarted server's index", st)
+	}
+}

@@ -29,7 +29,7 @@ type Producer struct {
 	// IndexBackend is named as the prefix producers' parameter is, so that
 	// one word says where every shared thing of the picker lives.
 	IndexBackend string                   `json:"indexBackend" doc:"memory (each replica counts only the requests it sent) or redis (replicas share their counts, so their load scorers agree); named as in the prefix producers"`
-	Redis        indexbackend.RedisParams `json:"redis" doc:"the shared counts' server, for indexBackend redis, as for the prefix producers (ttl and writeQueue do not apply: counts expire after expiry)"`
+	Redis        indexbackend.RedisParams `json:"redis" doc:"the shared counts' server, for indexBackend redis, as for the prefix producers (ttl, writeQueue and mirror do not apply: counts expire after expiry)"`
 	SyncInterval plugins.Duration         `json:"syncInterval" doc:"with indexBackend redis, how often a replica publishes its counts and reads the others', in one round trip"`
 	Expiry       plugins.Duration         `json:"expiry" doc:"with indexBackend redis, how long a replica's published counts last without a new publish (a dead replica's drop out after it); at least twice syncInterval"`
 	ReplicaID    string                   `json:"replicaID" doc:"with indexBackend redis, this replica's name among those sharing the counts, unique to it (empty: random per process)"`

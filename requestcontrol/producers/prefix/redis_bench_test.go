@@ -31,12 +31,15 @@ func BenchmarkRequestBackends(b *testing.B) {
 	for _, blocks := range []int{64, 2048} {
 		// 256 prompt bytes a block: a shared system prompt, a unique tail.
 		system := strings.Repeat("You are a helpful assistant. ", blocks*256/30)
-		for _, backend := range []string{"memory", "redis"} {
+		for _, backend := range []string{"memory", "redis", "redis-mirror"} {
 			b.Run(fmt.Sprintf("blocks=%d/%s", blocks, backend), func(b *testing.B) {
 				var p *prefix.Approx
-				if backend == "redis" {
-					p = benchRedisProducer(b, srv.Addr, fmt.Sprintf("bench-%d:", blocks))
-				} else {
+				switch backend {
+				case "redis":
+					p = benchRedisProducer(b, srv.Addr, fmt.Sprintf("bench-%d:", blocks), false)
+				case "redis-mirror":
+					p = benchRedisProducer(b, srv.Addr, fmt.Sprintf("bench-m%d:", blocks), true)
+				default:
 					p = newBenchProducer(b, "")
 				}
 				req := func(i int) *scheduling.Request {
@@ -54,6 +57,7 @@ func BenchmarkRequestBackends(b *testing.B) {
 				if err := p.Flush(ctx); err != nil {
 					b.Fatal(err)
 				}
+				st0 := p.BackendStats()
 				lat := make([]time.Duration, 0, 1<<16)
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -78,8 +82,14 @@ func BenchmarkRequestBackends(b *testing.B) {
 				slices.Sort(lat)
 				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
 				b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
-				if st := p.BackendStats(); st.Errors != 0 || st.Dropped != 0 {
+				st := p.BackendStats()
+				if st.Errors != 0 || st.Dropped != 0 {
 					b.Fatalf("backend stats %+v", st)
+				}
+				if backend == "redis-mirror" {
+					// the share of the timed lookups the mirror answered
+					local, remote := st.MirrorLookups-st0.MirrorLookups, st.Lookups-st0.Lookups
+					b.ReportMetric(float64(local)/float64(local+remote), "mirror-share")
 				}
 			})
 		}
@@ -90,6 +100,6 @@ func newBenchProducer(tb testing.TB, params string) *prefix.Approx {
 	return pluginstest.Build[*prefix.Approx](tb, std.Registry(), scheduling.DefaultPrefixProducer, params)
 }
 
-func benchRedisProducer(tb testing.TB, addr, keyPrefix string) *prefix.Approx {
-	return newBenchProducer(tb, fmt.Sprintf(`{"indexBackend":"redis","redis":{"address":%q,"keyPrefix":%q,"timeout":"1s"}}`, addr, keyPrefix))
+func benchRedisProducer(tb testing.TB, addr, keyPrefix string, mirror bool) *prefix.Approx {
+	return newBenchProducer(tb, fmt.Sprintf(`{"indexBackend":"redis","redis":{"address":%q,"keyPrefix":%q,"timeout":"1s","mirror":%t}}`, addr, keyPrefix, mirror))
 }

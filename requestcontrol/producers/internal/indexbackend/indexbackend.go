@@ -24,7 +24,7 @@ const (
 )
 
 // RedisParams are the redis parameters of a prefix producer (and of the
-// inflight-load-producer, which ignores TTL and WriteQueue).
+// inflight-load-producer, which ignores TTL, WriteQueue and Mirror).
 type RedisParams struct {
 	Address     string           `json:"address" doc:"host:port of the Redis or Valkey server every replica shares"`
 	DB          int              `json:"db" doc:"database number"`
@@ -36,6 +36,7 @@ type RedisParams struct {
 	Timeout     plugins.Duration `json:"timeout" doc:"bound on every lookup: past it, or while the server is down, requests go on without prefix data"`
 	TTL         plugins.Duration `json:"ttl" doc:"an endpoint's data expires after this long unless a replica that has it in its pool refreshes it (0: never)"`
 	WriteQueue  int              `json:"writeQueue" doc:"index updates a replica queues for writing; past it they are dropped and counted"`
+	Mirror      bool             `json:"mirror" doc:"keep a copy of the shared index in this replica, fed by the server's change log: lookups read it without a round trip while it is current (within a second), the server otherwise"`
 }
 
 // TLSParams configure TLS to the server.
@@ -105,6 +106,7 @@ func (r *RedisParams) Config(log *slog.Logger) (redisindex.Config, error) {
 		KeyPrefix: r.KeyPrefix,
 		TTL:       time.Duration(r.TTL),
 		QueueSize: r.WriteQueue,
+		Mirror:    r.Mirror,
 		Logger:    log,
 	}
 	if cfg.TTL == 0 {

@@ -1,0 +1,153 @@
+package redisindex
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/eppkit/eppkit/kvindex"
+	"github.com/eppkit/eppkit/kvindex/kvindextest"
+	"github.com/eppkit/eppkit/kvindex/redisindex/redistest"
+)
+
+// stepMirror is a mirror of x's holders that follows the log only when the
+// test steps it.
+func stepMirror(x *PrefixIndex) *mirror {
+	return &mirror{c: x.c, h: x.h, moved: make(chan struct{})}
+}
+
+// steps steps m until it has read the log's end, at most ten times.
+func steps(t *testing.T, m *mirror) {
+	t.Helper()
+	for range 10 {
+		if err := m.step(10 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		m.mu.RLock()
+		ok := m.current()
+		m.mu.RUnlock()
+		if ok {
+			return
+		}
+	}
+	t.Fatal("the mirror did not reach the log's end in ten steps")
+}
+
+func mirrorMatch(t *testing.T, m *mirror, chain []uint64, eps ...string) []int {
+	t.Helper()
+	got := make([]int, len(eps))
+	if !m.matchPrefix(chain, eps, got) {
+		t.Fatal("the mirror is not current")
+	}
+	return got
+}
+
+// TestMirrorGapReloads: a mirror that the log was trimmed past, or whose
+// log was deleted and begun again (the server lost it), or that reads an
+// entry it cannot decode, loads its copy again and ends up equal to the
+// server.
+func TestMirrorGapReloads(t *testing.T) {
+	srv := redistest.Start(t)
+	x, err := NewPrefixIndex(Config{Address: srv.Addr, KeyPrefix: "gap:", TTL: -1}, kvindex.PrefixIndexConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	m := stepMirror(x)
+	a, b := kvindextest.Chain(1, 8), kvindextest.Chain(2, 8)
+	steps(t, m) // loads an empty index
+	x.Add("e1", a)
+	kvindextest.Sync(t, x)
+	steps(t, m)
+	if got := mirrorMatch(t, m, a, "e1", "e2"); !slices.Equal(got, []int{8, 0}) {
+		t.Fatalf("matched %v, want [8 0]", got)
+	}
+	loads := x.c.mirrorLoads.Load()
+
+	// Entries the mirror has not read are trimmed away.
+	for i := range 5 {
+		x.Add("e2", b[:i+1])
+		kvindextest.Sync(t, x)
+	}
+	if _, err := srv.Do(time.Second, "XTRIM", "gap:al", "MAXLEN", "2"); err != nil {
+		t.Fatal(err)
+	}
+	steps(t, m)
+	if got := mirrorMatch(t, m, b, "e1", "e2"); !slices.Equal(got, []int{0, 5}) {
+		t.Fatalf("after a gap: matched %v, want [0 5]", got)
+	}
+	if n := x.c.mirrorLoads.Load(); n != loads+1 {
+		t.Fatalf("%d loads after the gap, want %d", n, loads+1)
+	}
+
+	// The server loses everything (a restart without persistence).
+	if _, err := srv.Do(time.Second, "FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	steps(t, m)
+	if got := mirrorMatch(t, m, b, "e1", "e2"); !slices.Equal(got, []int{0, 0}) {
+		t.Fatalf("after the server lost the index: matched %v, want [0 0]", got)
+	}
+	// ... and the log begins again, in a new epoch, before the mirror reads.
+	m.mu.Lock()
+	m.fresh = 0
+	m.mu.Unlock()
+	x.Add("e1", a[:3])
+	kvindextest.Sync(t, x)
+	if _, err := srv.Do(time.Second, "FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	x.Add("e2", b[:2])
+	kvindextest.Sync(t, x)
+	steps(t, m)
+	if got := mirrorMatch(t, m, b, "e1", "e2"); !slices.Equal(got, []int{0, 2}) {
+		t.Fatalf("after the log began again: matched %v, want [0 2]", got)
+	}
+	if got := mirrorMatch(t, m, a, "e1"); got[0] != 0 {
+		t.Fatalf("after the log began again: e1 matched %v, want 0", got)
+	}
+
+	// An entry the mirror cannot read (another writer's) loads it again.
+	loads = x.c.mirrorLoads.Load()
+	if _, err := srv.Do(time.Second, "XADD", "gap:al", "*", "k", "?", "p", "", "v", ""); err != nil {
+		t.Fatal(err)
+	}
+	steps(t, m)
+	if n := x.c.mirrorLoads.Load(); n != loads+1 {
+		t.Fatalf("%d loads after a bad entry, want %d", n, loads+1)
+	}
+	if got := mirrorMatch(t, m, b, "e2"); got[0] != 2 {
+		t.Fatalf("after a bad entry: matched %v, want 2", got)
+	}
+}
+
+// TestMirrorCatchUp: catchUp returns once the mirror applied what the log
+// held when it was called, and not before; it ends with ctx.
+func TestMirrorCatchUp(t *testing.T) {
+	srv := redistest.Start(t)
+	x, err := NewPrefixIndex(Config{Address: srv.Addr, KeyPrefix: "catch:", TTL: -1}, kvindex.PrefixIndexConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	m := stepMirror(x)
+	steps(t, m)
+	a := kvindextest.Chain(1, 8)
+	x.Add("e", a)
+	kvindextest.Sync(t, x)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := m.catchUp(ctx); err == nil {
+		t.Fatal("catchUp returned before the mirror read the credit")
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.catchUp(context.Background()) }()
+	steps(t, m)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := mirrorMatch(t, m, a, "e"); got[0] != 8 {
+		t.Fatalf("matched %v, want 8", got)
+	}
+}
