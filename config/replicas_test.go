@@ -36,6 +36,7 @@ plugins:
       address: %s
       keyPrefix: "%s"
       timeout: 300ms
+      mirror: %t
 - type: prefix-cache-scorer
 - type: max-score-picker
 schedulingProfiles:
@@ -103,7 +104,7 @@ func approxOf(t *testing.T, rt *config.Runtime) *prefix.Approx {
 func TestReplicasShareApproximateIndex(t *testing.T) {
 	srv := redistest.Start(t)
 	eps := replicaEndpoints()
-	shared := fmt.Sprintf(approxReplicaConfig, "redis", srv.Addr, "approx-e2e:")
+	shared := fmt.Sprintf(approxReplicaConfig, "redis", srv.Addr, "approx-e2e:", false)
 	a, b := buildReplica(t, shared, 1), buildReplica(t, shared, 2)
 	follow := func(a, b *config.Runtime, from, n int) (same int) {
 		for i := from; i < from+n; i++ {
@@ -121,7 +122,7 @@ func TestReplicasShareApproximateIndex(t *testing.T) {
 		t.Fatalf("replica B sent %d of 12 prompts where replica A had sent them, want all", same)
 	}
 	// Control: replicas on their own memory indexes do not agree.
-	local := fmt.Sprintf(approxReplicaConfig, "memory", srv.Addr, "unused:")
+	local := fmt.Sprintf(approxReplicaConfig, "memory", srv.Addr, "unused:", false)
 	if same := follow(buildReplica(t, local, 1), buildReplica(t, local, 2), 0, 12); same == 12 {
 		t.Fatal("replicas with memory indexes agreed on every pick: the test cannot tell sharing from chance")
 	}
@@ -160,6 +161,7 @@ plugins:
       address: %s
       keyPrefix: "precise-e2e:"
       timeout: 300ms
+      mirror: %t
     kvEventsConfig:
       mode: %s
       zmqEndpoint: tcp://127.0.0.1:0
@@ -188,9 +190,10 @@ func TestReplicasSharePreciseIndex(t *testing.T) {
 		}
 		return p.(*precise.Producer)
 	}
-	a := buildReplica(t, fmt.Sprintf(preciseReplicaConfig, srv.Addr, "bind"), 1)
-	b := buildReplica(t, fmt.Sprintf(preciseReplicaConfig, srv.Addr, "bind"), 2)
-	reader := buildReplica(t, fmt.Sprintf(preciseReplicaConfig, srv.Addr, "none"), 3)
+	a := buildReplica(t, fmt.Sprintf(preciseReplicaConfig, srv.Addr, false, "bind"), 1)
+	b := buildReplica(t, fmt.Sprintf(preciseReplicaConfig, srv.Addr, false, "bind"), 2)
+	reader := buildReplica(t, fmt.Sprintf(preciseReplicaConfig, srv.Addr, false, "none"), 3)
+	mirrored := buildReplica(t, fmt.Sprintf(preciseReplicaConfig, srv.Addr, true, "none"), 4)
 	engineEp := eps[5]
 	for _, rt := range []*config.Runtime{a, b} {
 		producer(rt).EndpointAdded(engineEp)
@@ -226,7 +229,10 @@ func TestReplicasSharePreciseIndex(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for i, rt := range []*config.Runtime{reader, a, b} {
+	if err := producer(mirrored).Flush(context.Background()); err != nil { // its copy has read the batch
+		t.Fatal(err)
+	}
+	for i, rt := range []*config.Runtime{reader, a, b, mirrored} {
 		r := req()
 		if got := schedule(t, rt, r, eps); got != engineEp.HostPort() {
 			t.Fatalf("replica %d picked %s, want %s (the engine holding the prompt)", i, got, engineEp.HostPort())
@@ -238,5 +244,32 @@ func TestReplicasSharePreciseIndex(t *testing.T) {
 	}
 	if st := producer(reader).BackendStats(); st.Lookups == 0 || st.Errors != 0 {
 		t.Fatalf("reader backend stats %+v", st)
+	}
+	if st := producer(mirrored).BackendStats(); st.MirrorLookups != 1 || st.Lookups != 0 || st.Errors != 0 {
+		t.Fatalf("mirroring reader backend stats %+v: want its lookup from its copy", st)
+	}
+}
+
+// TestReplicasShareApproximateIndexMirror: a replica with redis.mirror
+// routes a prompt replica A routed to the same endpoint, from its own copy
+// of the shared index.
+func TestReplicasShareApproximateIndexMirror(t *testing.T) {
+	srv := redistest.Start(t)
+	eps := replicaEndpoints()
+	a := buildReplica(t, fmt.Sprintf(approxReplicaConfig, "redis", srv.Addr, "approx-mirror:", false), 1)
+	b := buildReplica(t, fmt.Sprintf(approxReplicaConfig, "redis", srv.Addr, "approx-mirror:", true), 2)
+	for i := range 12 {
+		picked := schedule(t, a, chatRequest(i), eps)
+		for _, rt := range []*config.Runtime{a, b} { // A's credit written, B's copy up to date
+			if err := approxOf(t, rt).Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := schedule(t, b, chatRequest(i), eps); got != picked {
+			t.Fatalf("prompt %d: replica B picked %s, replica A %s", i, got, picked)
+		}
+	}
+	if st := approxOf(t, b).BackendStats(); st.MirrorLookups != 12 || st.Lookups != 0 || st.Errors != 0 {
+		t.Fatalf("replica B backend stats %+v: want every lookup from its copy", st)
 	}
 }

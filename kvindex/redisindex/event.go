@@ -163,8 +163,12 @@ func (x *EventIndex) MatchContext(ctx context.Context, keys []uint64, endpoints 
 		return nil
 	}
 	if x.m != nil {
-		counts := make([]int, 2*len(endpoints))
-		gpu, cpu := counts[:len(endpoints)], counts[len(endpoints):]
+		var buf [128]int
+		counts := buf[:]
+		if 2*len(endpoints) > len(buf) {
+			counts = make([]int, 2*len(endpoints))
+		}
+		gpu, cpu := counts[:len(endpoints)], counts[len(endpoints):2*len(endpoints)]
 		if x.m.matchEvents(keys, endpoints, gpu, cpu) {
 			for i := range endpoints {
 				matched[i] = float64(gpu[i])*x.weights[kvindex.TierGPU] + float64(cpu[i])*x.weights[kvindex.TierCPU]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -408,8 +409,9 @@ func (m *mirror) catchUp(ctx context.Context) error {
 
 // matchPrefix does what the approximate index's match script does, from
 // the copy: matched[i] is the run of blocks, from block 0, of hashes that
-// endpoints[i] holds. It reports false, changing nothing, when the copy is
-// not current.
+// endpoints[i] holds. What an endpoint holds is closed under prefixes, so
+// its run ends at the first block it lacks, found by bisection. It reports
+// false, changing nothing, when the copy is not current.
 func (m *mirror) matchPrefix(hashes []uint64, endpoints []string, matched []int) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -417,25 +419,11 @@ func (m *mirror) matchPrefix(hashes []uint64, endpoints []string, matched []int)
 		return false
 	}
 	var buf [64]holder
-	alive := m.holders(buf[:0], endpoints)
-	for d, h := range hashes {
-		if len(alive) == 0 {
-			break
-		}
-		v := m.hold[h]
-		k := 0
-		for _, a := range alive {
-			if a.at < len(v) && v[a.at]&a.mask != 0 {
-				alive[k] = a
-				k++
-			} else {
-				matched[a.i] = d
-			}
-		}
-		alive = alive[:k]
-	}
-	for _, a := range alive {
-		matched[a.i] = len(hashes)
+	for _, a := range m.holders(buf[:0], endpoints) {
+		matched[a.i] = sort.Search(len(hashes), func(d int) bool {
+			v := m.hold[hashes[d]]
+			return a.at >= len(v) || v[a.at]&a.mask == 0
+		})
 	}
 	m.c.mirrorLookups.Add(1)
 	return true

@@ -245,6 +245,16 @@ func (p *Producer) Index() *kvindex.EventIndex { return p.index }
 // the in-memory one or the shared one (nil before Init).
 func (p *Producer) Store() kvindex.EventStore { return p.store }
 
+// Flush waits until the shared index's mirror (redis.mirror) has read every
+// change the server had when it was called, so that this replica's lookups
+// see them; it returns at once otherwise.
+func (p *Producer) Flush(ctx context.Context) error {
+	if p.shared != nil {
+		return p.shared.Flush(ctx)
+	}
+	return nil
+}
+
 // BackendStats counts the shared index's calls to its server (the error
 // metric of indexBackend redis); the zero value for the memory backend.
 func (p *Producer) BackendStats() kvindex.BackendStats {
