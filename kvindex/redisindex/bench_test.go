@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"runtime"
 	"testing"
 	"time"
 
@@ -325,4 +326,44 @@ func BenchmarkRedisAdd(b *testing.B) {
 			b.ReportMetric(float64(b.N)*2048/b.Elapsed().Seconds(), "block-credits/s")
 		})
 	}
+}
+
+// BenchmarkMirrorLoad is what a replica starting with Config.Mirror pays:
+// the time to load its copy of an approximate index of 131,072 distinct
+// blocks (64 endpoints, each holding its own 2,048-block chain), and the
+// heap the copy takes per block.
+func BenchmarkMirrorLoad(b *testing.B) {
+	srv := redistest.Start(b)
+	cfg := benchConfig(srv)
+	const endpoints, blocks = 64, 2048
+	w := newPrefix(b, cfg, kvindex.PrefixIndexConfig{DefaultCapacity: blocks})
+	for i := range endpoints {
+		w.Add(fmt.Sprintf("10.0.0.%d:8000", i), kvindextest.Chain(uint64(i), blocks))
+	}
+	kvindextest.Sync(b, w)
+	cfg.Mirror = true
+	var heap uint64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		x, err := redisindex.NewPrefixIndex(cfg, kvindex.PrefixIndexConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		kvindextest.Sync(b, x)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap = after.HeapAlloc - before.HeapAlloc
+		got := []int{0}
+		if err := x.MatchContext(context.Background(), kvindextest.Chain(3, blocks), []string{"10.0.0.3:8000"}, got); err != nil || got[0] != blocks {
+			b.Fatalf("matched %v, %v", got, err)
+		}
+		if st := x.BackendStats(); st.MirrorLookups != 1 {
+			b.Fatalf("stats %+v: the lookup did not read the copy", st)
+		}
+		_ = x.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "load-ms")
+	b.ReportMetric(float64(heap)/(endpoints*blocks), "heap-B/block")
 }

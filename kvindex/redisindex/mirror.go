@@ -84,10 +84,13 @@ func (m *mirror) step(block time.Duration) error {
 		return ErrUnavailable
 	}
 	m.mu.RLock()
-	loaded, epoch, seq := m.loaded, m.epoch, m.seq
+	loaded, epoch, seq, fresh := m.loaded, m.epoch, m.seq, m.fresh
 	m.mu.RUnlock()
 	if !loaded {
 		return m.load()
+	}
+	if fresh == 0 {
+		block = -1 // catching up: do not wait for entries that may never come
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), block+m.c.cfg.WriteTimeout)
 	defer cancel()
