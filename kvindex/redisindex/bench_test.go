@@ -3,11 +3,11 @@ package redisindex_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"runtime"
 	"testing"
 	"time"
 
