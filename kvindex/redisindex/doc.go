@@ -22,6 +22,8 @@
 //	<prefix>ph              hash: block key → bitmap, two bits per id: held on the GPU, on the CPU (any other tier)
 //	<prefix>po              hash: id → endpoint, for every id in use or not yet swept
 //	<prefix>p:m:<endpoint>  hash: engine hash → block key; "seq": the last batch applied; "n": entries held
+//	<prefix>al, <prefix>pl  stream: the change log of each index's holders and ids (mirrors read it)
+//	<prefix>ae, <prefix>pe  hash: the log's epoch and its last entry number
 //	<prefix>p:models        set: base models seen in events (exact keys)
 //	<prefix>f:r:<replica>   hash: endpoint → "requests tokens" a replica has in flight, expiring
 //	<prefix>f:replicas      set: the replicas that publish in-flight counts
@@ -60,6 +62,19 @@
 // applied atomically. Credits of the approximate index after a pick are
 // queued and written in the background, many to a pipeline, in the order
 // they were made; a full queue drops them and counts them.
+//
+// # Mirrors
+//
+// Every script that changes a holders hash or the endpoints' ids also
+// appends what it changed to the index's change log, a stream whose entries
+// are numbered without gaps within an epoch. With Config.Mirror a replica
+// keeps a copy of the holders and ids, loaded once and kept by applying
+// the log's entries in order, and looks requests up in it without a round
+// trip while it is current (it read the log's end within MirrorStale);
+// otherwise, and while it loads, lookups go to the server. A gap in the
+// numbering (the log was trimmed past the copy), a new epoch (the server
+// lost the index) or an entry it cannot read makes it load again. Flush
+// waits until the mirror has read everything the server had.
 //
 // # Replicas
 //

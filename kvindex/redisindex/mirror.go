@@ -197,7 +197,7 @@ func (m *mirror) apply(msgs []redis.XMessage, end bool) {
 	}
 	for _, msg := range msgs {
 		e, s, err := parseID(msg.ID)
-		follows := err == nil && (m.epoch == 0 && s == 0 || e == m.epoch && s == m.seq+1)
+		follows := err == nil && (m.epoch == 0 && s == 1 || e == m.epoch && s == m.seq+1)
 		if !follows || m.op(msg.Values) != nil {
 			m.behind()
 			return

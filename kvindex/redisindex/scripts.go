@@ -18,10 +18,12 @@ import "github.com/redis/go-redis/v9"
 // logLib writes an index's change log: a stream to which every script that
 // changes the holders or the endpoints' ids appends what it changed, so
 // that a replica can keep a copy of them (Config.Mirror, mirror.go).
-// Entries have IDs <epoch>-<n>, n counting from 0 without a gap; the epoch
-// (the server's clock when the log began, kept in its own key) changes
-// when the log is lost and begun again, so a reader can tell a continuous
-// log from a new one. Each entry has fields k (the kind), p and v:
+// Entries have IDs <epoch>-<n>, n counting from 1 without a gap; the epoch
+// (the server's clock in milliseconds when the log began) and the last n
+// are kept in the epoch key, a hash, so the numbering survives the
+// stream's trimming, and a log begun again (the keys were lost) has a new
+// epoch: a reader can tell a continuous log from a new one. Each entry has
+// fields k (the kind), p and v:
 //
 //	s, c  bit p was set (s) or cleared (c) in the holders of v (packed keys)
 //	x     the bits of ids p (a comma-separated list) were cleared in the holders of v (the sweep)
@@ -36,18 +38,20 @@ local logk, epk, epoch = false, false, false
 local function emit(kind, p, v)
   if not logk then return end
   if not epoch then
-    epoch = redis.call('GET', epk)
+    epoch = redis.call('HGET', epk, 'e')
     if not epoch then
       local t = redis.call('TIME')
       epoch = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-      redis.call('SET', epk, epoch)
+      redis.call('HSET', epk, 'e', epoch, 'n', 0)
     end
   end
-  local r = redis.pcall('XADD', logk, 'MAXLEN', '~', ` + logLen + `, epoch .. '-*', 'k', kind, 'p', p, 'v', v)
+  local id = epoch .. '-' .. redis.call('HINCRBY', epk, 'n', 1)
+  local r = redis.pcall('XADD', logk, 'MAXLEN', '~', ` + logLen + `, id, 'k', kind, 'p', p, 'v', v)
   if type(r) == 'table' and r.err then
-    -- an entry with a larger ID exists (the epoch key was lost): begin again
+    -- the stream has a larger ID (the epoch key was lost, and the clock is
+    -- behind the old epoch): begin again, readers load again
     redis.call('DEL', logk)
-    redis.call('XADD', logk, epoch .. '-*', 'k', kind, 'p', p, 'v', v)
+    redis.call('XADD', logk, id, 'k', kind, 'p', p, 'v', v)
   end
 end
 `
