@@ -27,6 +27,8 @@
 //	eppkit_shared_backend_skipped_total{plugin}          calls not made while the server was marked down
 //	eppkit_shared_backend_dropped_total{plugin}          updates lost (queue full, server down)
 //	eppkit_shared_backend_down{plugin}                   1 while the server is marked down
+//	eppkit_shared_backend_mirror_lookups_total{plugin}   lookups answered from the replica's mirror (redis.mirror)
+//	eppkit_shared_backend_mirror_loads_total{plugin}     copies of the shared index the mirror loaded
 //
 // Label cardinality is capped: past Options.LabelLimit distinct values of
 // a model name or fairness id, new values are reported as "other".
@@ -89,6 +91,7 @@ type Metrics struct {
 	kvMsgDesc, kvGapDesc                      *prometheus.Desc
 	backendErrDesc, backendSkipDesc           *prometheus.Desc
 	backendDropDesc, backendDownDesc          *prometheus.Desc
+	mirrorLookupDesc, mirrorLoadDesc          *prometheus.Desc
 }
 
 var _ requestcontrol.Metrics = (*Metrics)(nil)
@@ -160,6 +163,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	m.backendSkipDesc = prometheus.NewDesc("eppkit_shared_backend_skipped_total", "Calls to a plugin's shared backend server not made while it was marked down.", plugin, nil)
 	m.backendDropDesc = prometheus.NewDesc("eppkit_shared_backend_dropped_total", "Updates to a plugin's shared backend lost: write queue full or server down.", plugin, nil)
 	m.backendDownDesc = prometheus.NewDesc("eppkit_shared_backend_down", "1 while a plugin's shared backend server is marked down after repeated errors.", plugin, nil)
+	m.mirrorLookupDesc = prometheus.NewDesc("eppkit_shared_backend_mirror_lookups_total", "Lookups a plugin answered from its replica's copy of the shared index, without a round trip.", plugin, nil)
+	m.mirrorLoadDesc = prometheus.NewDesc("eppkit_shared_backend_mirror_loads_total", "Copies of the shared index a plugin's mirror loaded: at start, after falling behind, after the server lost the index.", plugin, nil)
 
 	for _, c := range []prometheus.Collector{m.requests, m.errors, m.statuses, m.duration, m.inTokens, m.outTokens, m.cached,
 		m.stages, m.schedulerE2E, m.plugins, m.prefixHit, (*gauges)(m)} {
@@ -224,7 +229,7 @@ type gauges Metrics
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{g.readyDesc, g.queueDesc, g.runningDesc, g.kvDesc, g.indexDesc,
 		g.fcSizeDesc, g.fcBytesDesc, g.fcWaitDesc, g.fcOutcomeDesc, g.kvMsgDesc, g.kvGapDesc,
-		g.backendErrDesc, g.backendSkipDesc, g.backendDropDesc, g.backendDownDesc} {
+		g.backendErrDesc, g.backendSkipDesc, g.backendDropDesc, g.backendDownDesc, g.mirrorLookupDesc, g.mirrorLoadDesc} {
 		ch <- d
 	}
 }
@@ -271,6 +276,8 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(g.backendErrDesc, prometheus.CounterValue, float64(st.Errors), name)
 				ch <- prometheus.MustNewConstMetric(g.backendSkipDesc, prometheus.CounterValue, float64(st.Skipped), name)
 				ch <- prometheus.MustNewConstMetric(g.backendDropDesc, prometheus.CounterValue, float64(st.Dropped), name)
+				ch <- prometheus.MustNewConstMetric(g.mirrorLookupDesc, prometheus.CounterValue, float64(st.MirrorLookups), name)
+				ch <- prometheus.MustNewConstMetric(g.mirrorLoadDesc, prometheus.CounterValue, float64(st.MirrorLoads), name)
 				down := 0.0
 				if st.Down {
 					down = 1

@@ -159,9 +159,12 @@ eppkit_shared_backend_errors_total{plugin="approx"} 1
 # HELP eppkit_shared_backend_down 1 while a plugin's shared backend server is marked down after repeated errors.
 # TYPE eppkit_shared_backend_down gauge
 eppkit_shared_backend_down{plugin="approx"} 0
+# HELP eppkit_shared_backend_mirror_lookups_total Lookups a plugin answered from its replica's copy of the shared index, without a round trip.
+# TYPE eppkit_shared_backend_mirror_lookups_total counter
+eppkit_shared_backend_mirror_lookups_total{plugin="approx"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "eppkit_shared_backend_errors_total",
-		"eppkit_shared_backend_down", "llm_d_epp_prefix_indexer_size"); err != nil {
+		"eppkit_shared_backend_down", "eppkit_shared_backend_mirror_lookups_total", "llm_d_epp_prefix_indexer_size"); err != nil {
 		t.Error(err)
 	}
 }
