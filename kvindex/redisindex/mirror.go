@@ -22,6 +22,10 @@ const (
 	mirrorBlock = 100 * time.Millisecond // how long one read of the log waits for entries
 	mirrorBatch = 1024                   // entries read at a time
 	mirrorScan  = 2000                   // holders fields read at a time while loading
+	// maxID bounds the ids a mirror accepts: far more endpoints than a pool
+	// has at once (ids are reused), few enough that an entry written by
+	// something else cannot make it allocate much.
+	maxID = 1 << 16
 )
 
 // mirror is a replica's copy of an index's holders hash and endpoint ids,
@@ -219,7 +223,7 @@ func (m *mirror) op(values map[string]any) error {
 	switch k {
 	case "s", "c":
 		pos, err := strconv.Atoi(p)
-		if err != nil || pos < 0 || len(v)%8 != 0 {
+		if err != nil || pos < 0 || pos >= maxID*m.h.per || len(v)%8 != 0 {
 			return errors.New("bad bits entry")
 		}
 		for i := 0; i < len(v); i += 8 {
@@ -229,7 +233,7 @@ func (m *mirror) op(values map[string]any) error {
 		var pos []int
 		for _, f := range strings.Split(p, ",") {
 			id, err := strconv.Atoi(f)
-			if err != nil || id < 0 || len(v)%8 != 0 {
+			if err != nil || id < 0 || id >= maxID || len(v)%8 != 0 {
 				return errors.New("bad sweep entry")
 			}
 			for t := range m.h.per {
@@ -243,7 +247,7 @@ func (m *mirror) op(values map[string]any) error {
 		}
 	case "i":
 		id, err := strconv.Atoi(p)
-		if err != nil || id < 0 {
+		if err != nil || id < 0 || id >= maxID {
 			return errors.New("bad id entry")
 		}
 		m.ids[v] = id
@@ -338,7 +342,7 @@ func (m *mirror) load() error {
 		}
 		for i, ep := range names {
 			s, _ := vals[i].(string)
-			if id, err := strconv.Atoi(s); err == nil && owners[s] == ep {
+			if id, err := strconv.Atoi(s); err == nil && id >= 0 && id < maxID && owners[s] == ep {
 				ids[ep] = id
 			} else {
 				delete(ids, ep)

@@ -151,3 +151,44 @@ func TestMirrorCatchUp(t *testing.T) {
 		t.Fatalf("matched %v, want 8", got)
 	}
 }
+
+// TestMirrorBadEntries: entries the scripts never write are refused, so the
+// mirror loads again rather than apply them (or allocate for them).
+func TestMirrorBadEntries(t *testing.T) {
+	m := &mirror{h: newHolderKeys("p:", "p", 2), hold: map[uint64][]byte{}, ids: map[string]int{}}
+	block := string([]byte{0, 0, 0, 0, 0, 0, 0, 1})
+	for _, v := range []map[string]any{
+		{"k": "s", "p": "x", "v": block},
+		{"k": "s", "p": "-1", "v": block},
+		{"k": "s", "p": "131072", "v": block}, // past maxID ids of two bits
+		{"k": "c", "p": "3", "v": block[:5]},
+		{"k": "x", "p": "1,a", "v": block},
+		{"k": "x", "p": "70000", "v": block},
+		{"k": "i", "p": "65536", "v": "e"},
+		{"k": "i", "p": "", "v": "e"},
+		{"k": "f", "p": "z"},
+		{"k": "?"},
+		{},
+	} {
+		if err := m.op(v); err == nil {
+			t.Errorf("entry %v accepted", v)
+		}
+	}
+	if len(m.hold) != 0 || len(m.ids) != 0 {
+		t.Fatalf("bad entries changed the copy: %v %v", m.hold, m.ids)
+	}
+	for _, v := range []map[string]any{
+		{"k": "i", "p": "3", "v": "e"},
+		{"k": "s", "p": "7", "v": block}, // id 3, CPU
+		{"k": "s", "p": "6", "v": block}, // id 3, GPU
+		{"k": "x", "p": "3", "v": block},
+		{"k": "s", "p": "0", "v": block},
+	} {
+		if err := m.op(v); err != nil {
+			t.Fatalf("entry %v: %v", v, err)
+		}
+	}
+	if got := m.hold[1]; !slices.Equal(got, []byte{1}) || m.ids["e"] != 3 {
+		t.Fatalf("holders %x, ids %v; want 01 and e=3", got, m.ids)
+	}
+}
