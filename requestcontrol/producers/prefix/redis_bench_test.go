@@ -21,7 +21,11 @@ import (
 // producer — hashing the prompt, the lookup, the pick's credit — with each
 // index backend, over 8 endpoints one of which holds the prompt: the
 // difference of the p99s is what sharing the index adds to a request. The
-// Redis backend needs a local redis-server (skipped without one).
+// Redis backends need a local redis-server (skipped without one), which
+// shares the machine's cores with the benchmark; memory-busy-redis is the
+// control for that: the in-memory index, while a second producer writes
+// the same credits to the server untimed (as the Redis backends do), so
+// the server takes the same CPU from the benchmark.
 func BenchmarkRequestBackends(b *testing.B) {
 	srv := redistest.Start(b)
 	eps := make([]*scheduling.Endpoint, 8)
@@ -31,7 +35,7 @@ func BenchmarkRequestBackends(b *testing.B) {
 	for _, blocks := range []int{64, 2048} {
 		// 256 prompt bytes a block: a shared system prompt, a unique tail.
 		system := strings.Repeat("You are a helpful assistant. ", blocks*256/30)
-		for _, backend := range []string{"memory", "redis", "redis-mirror"} {
+		for _, backend := range []string{"memory", "memory-busy-redis", "redis", "redis-mirror"} {
 			b.Run(fmt.Sprintf("blocks=%d/%s", blocks, backend), func(b *testing.B) {
 				var p *prefix.Approx
 				switch backend {
@@ -41,6 +45,10 @@ func BenchmarkRequestBackends(b *testing.B) {
 					p = benchRedisProducer(b, srv.Addr, fmt.Sprintf("bench-m%d:", blocks), true)
 				default:
 					p = newBenchProducer(b, "")
+				}
+				var busy *prefix.Approx // memory-busy-redis: what redis-mirror writes, unread
+				if backend == "memory-busy-redis" {
+					busy = benchRedisProducer(b, srv.Addr, fmt.Sprintf("bench-b%d:", blocks), false)
 				}
 				req := func(i int) *scheduling.Request {
 					return schedulingtest.Req("m").Body(&parsers.Body{Model: "m", Messages: []parsers.Message{
@@ -69,6 +77,9 @@ func BenchmarkRequestBackends(b *testing.B) {
 					}
 					p.PreRequest(ctx, r, res)
 					lat = append(lat, time.Since(start))
+					if busy != nil {
+						busy.PreRequest(ctx, r, res)
+					}
 				}
 				b.StopTimer()
 				r := req(0)
