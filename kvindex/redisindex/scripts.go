@@ -233,11 +233,12 @@ return out
 // prefixAddScript credits an endpoint with one or more chains, as if added
 // one after the other. KEYS: its sorted set, the capacity hash, the holders
 // hash, its id key, the owners hash (id → endpoint), the change log and
-// its epoch key. ARGV: endpoint, capacity (0: the stored one, else the default), default capacity, TTL in
-// ms (0: none), the number of chains, then for each chain j: the depth s of
-// its first block sent (the blocks before it are credited by a later
-// chain), the number of blocks sent, and their hashes, one argument each. A
-// chain's blocks past the capacity are not credited.
+// its epoch key. ARGV: endpoint, capacity (0: the stored one, else the
+// default), default capacity, TTL in ms (0: none), the number of chains,
+// then for each chain j: the depth s of its first block sent (the blocks
+// before it are credited by a later chain), the number of blocks sent, and
+// their hashes, one argument each. A chain's blocks past the capacity are
+// not credited.
 //
 // A block's score is (seq + j)·65536 + (65535 − depth), seq one more than
 // the newest Add's: a newer Add outranks every older one, and within one
@@ -386,9 +387,8 @@ return out
 
 // sweepScript clears dropped ids' bits in one step of a scan of a holders
 // hash. KEYS: the holders hash, the owners hash, the change log and its
-// epoch key. ARGV: the scan cursor, the
-// number of fields to scan, the bits per id, the prefix of the id keys,
-// then the ids. Only the ids still dropped are cleared: another replica's
+// epoch key. ARGV: the scan cursor, the number of fields to scan, the bits
+// per id, the prefix of the id keys, then the ids. Only the ids still dropped are cleared: another replica's
 // sweep may have freed one, and a new endpoint taken it, since the scan
 // began. It returns the next cursor ("0": the scan is complete).
 var sweepScript = redis.NewScript(sweepSrc)
@@ -525,10 +525,10 @@ return out
 // holders hash, the endpoint's id key, its mappings (engine hash → block
 // key, plus the fields "seq": the last batch applied, and "n": the (block,
 // tier) entries it holds), the set of base models (exact keys), the owners
-// hash (id → endpoint), the change log and its epoch key. ARGV: the batch's sequence number (20 digits), TTL
-// in ms, the endpoint's entry limit, a model to add to the base models (""
-// none), the endpoint, then each operation: code, tier (1 GPU, 2 CPU),
-// count n, and its items, 8-byte hashes or keys, one argument each (the
+// hash (id → endpoint), the change log and its epoch key. ARGV: the
+// batch's sequence number (20 digits), TTL in ms, the endpoint's entry
+// limit, a model to add to the base models ("" none), the endpoint, then
+// each operation: code, tier (1 GPU, 2 CPU), count n, and its items, 8-byte hashes or keys, one argument each (the
 // script passes ranges of ARGV to the server as they are: building tables
 // costs the interpreter more than the server spends on the commands):
 //
