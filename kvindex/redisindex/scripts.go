@@ -528,9 +528,10 @@ return out
 // hash (id → endpoint), the change log and its epoch key. ARGV: the
 // batch's sequence number (20 digits), TTL in ms, the endpoint's entry
 // limit, a model to add to the base models ("" none), the endpoint, then
-// each operation: code, tier (1 GPU, 2 CPU), count n, and its items, 8-byte hashes or keys, one argument each (the
-// script passes ranges of ARGV to the server as they are: building tables
-// costs the interpreter more than the server spends on the commands):
+// each operation: code, tier (1 GPU, 2 CPU), count n, and its items,
+// 8-byte hashes or keys, one argument each (the script passes ranges of
+// ARGV to the server as they are: building tables costs the interpreter
+// more than the server spends on the commands):
 //
 //	S  store: n keys, then n (engine hash, key) pairs; holds and maps them
 //	K  store by key (exact keys): n keys
