@@ -46,9 +46,9 @@ type mirror struct {
 	h holderKeys
 
 	mu     sync.RWMutex
-	hold   map[uint64][]byte // block → bitmap of holders, as the server keeps them
-	ids    map[string]int    // endpoint → id
-	epoch  uint64            // the last entry applied is epoch-seq; epoch 0: none (the log was empty)
+	hold   bitmaps        // block → bitmap of holders
+	ids    map[string]int // endpoint → id
+	epoch  uint64         // the last entry applied is epoch-seq; epoch 0: none (the log was empty)
 	seq    uint64
 	loaded bool          // hold and ids are a copy the entries after epoch-seq bring up to date
 	fresh  int64         // unix nanoseconds when a read last reached the log's end; 0: behind
@@ -227,7 +227,7 @@ func (m *mirror) op(values map[string]any) error {
 			return errors.New("bad bits entry")
 		}
 		for i := 0; i < len(v); i += 8 {
-			m.setBit(unpack(v[i:]), pos, k == "s")
+			m.hold.set(unpack(v[i:]), pos, k == "s")
 		}
 	case "x":
 		var pos []int
@@ -242,7 +242,7 @@ func (m *mirror) op(values map[string]any) error {
 		}
 		for i := 0; i < len(v); i += 8 {
 			for _, q := range pos {
-				m.setBit(unpack(v[i:]), q, false)
+				m.hold.set(unpack(v[i:]), q, false)
 			}
 		}
 	case "i":
@@ -267,37 +267,6 @@ func (m *mirror) op(values map[string]any) error {
 		return fmt.Errorf("unknown entry kind %q", k)
 	}
 	return nil
-}
-
-// setBit sets (on) or clears bit pos of block key's holders, encoded as the
-// server encodes them (bit p is bit p%8 of byte p/8, no trailing zero
-// bytes). m.mu is held.
-func (m *mirror) setBit(key uint64, pos int, on bool) {
-	v := m.hold[key]
-	bi, mask := pos/8, byte(1)<<(pos%8)
-	if on {
-		if len(v) <= bi {
-			w := make([]byte, bi+1)
-			copy(w, v)
-			v = w
-		}
-		v[bi] |= mask
-		m.hold[key] = v
-		return
-	}
-	if bi >= len(v) || v[bi]&mask == 0 {
-		return
-	}
-	v[bi] &^= mask
-	n := len(v)
-	for n > 0 && v[n-1] == 0 {
-		n--
-	}
-	if n == 0 {
-		delete(m.hold, key)
-	} else {
-		m.hold[key] = v[:n]
-	}
 }
 
 // load reads a copy of the holders and ids, after the log's last entry, and
@@ -349,7 +318,14 @@ func (m *mirror) load() error {
 			}
 		}
 	}
-	hold := map[uint64][]byte{}
+	var size int64
+	if err := call(func(ctx context.Context) (err error) {
+		size, err = m.c.client.HLen(ctx, m.h.hold).Result()
+		return err
+	}); err != nil {
+		return err
+	}
+	hold := newBitmaps(int(min(size, 1<<24)))
 	for cursor := uint64(0); ; {
 		var kv []string
 		if err := call(func(ctx context.Context) (err error) {
@@ -359,8 +335,8 @@ func (m *mirror) load() error {
 			return err
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
-			if len(kv[i]) == 8 && kv[i+1] != "" {
-				hold[unpack(kv[i])] = []byte(kv[i+1])
+			if len(kv[i]) == 8 && len(kv[i+1]) <= maxID*m.h.per/8 {
+				hold.put(unpack(kv[i]), []byte(kv[i+1]))
 			}
 		}
 		if cursor == 0 {
@@ -428,8 +404,7 @@ func (m *mirror) matchPrefix(hashes []uint64, endpoints []string, matched []int)
 	var buf [64]holder
 	for _, a := range m.holders(buf[:0], endpoints) {
 		matched[a.i] = sort.Search(len(hashes), func(d int) bool {
-			v := m.hold[hashes[d]]
-			return a.at >= len(v) || v[a.at]&a.mask == 0
+			return m.hold.bits(hashes[d], a.pos)&1 == 0
 		})
 	}
 	m.c.mirrorLookups.Add(1)
@@ -452,13 +427,10 @@ func (m *mirror) matchEvents(keys []uint64, endpoints []string, gpu, cpu []int) 
 		if len(alive) == 0 {
 			break
 		}
-		v := m.hold[nonzero(key)]
+		x, w := m.hold.bitmap(nonzero(key))
 		k := 0
 		for _, a := range alive {
-			var b byte
-			if a.at < len(v) {
-				b = v[a.at] >> a.shift & 3
-			}
+			b := bitsOf(x, w, a.pos)
 			if b == 0 {
 				continue // neither tier: its run ends
 			}
@@ -476,12 +448,8 @@ func (m *mirror) matchEvents(keys []uint64, endpoints []string, gpu, cpu []int) 
 	return true
 }
 
-// holder is where an endpoint's bits are in a bitmap: byte at, mask (one
-// bit per id) or shift (two bits per id).
-type holder struct {
-	i, at       int
-	mask, shift byte
-}
+// holder is endpoints[i], whose bits in a bitmap start at pos.
+type holder struct{ i, pos int }
 
 // holders appends the endpoints that have an id, with where their bits
 // are. m.mu is held.
@@ -491,8 +459,7 @@ func (m *mirror) holders(dst []holder, endpoints []string) []holder {
 		if !ok {
 			continue
 		}
-		pos := m.h.per * id
-		dst = append(dst, holder{i: i, at: pos / 8, mask: 1 << (pos % 8), shift: byte(pos % 8)})
+		dst = append(dst, holder{i: i, pos: m.h.per * id})
 	}
 	return dst
 }

@@ -155,7 +155,7 @@ func TestMirrorCatchUp(t *testing.T) {
 // TestMirrorBadEntries: entries the scripts never write are refused, so the
 // mirror loads again rather than apply them (or allocate for them).
 func TestMirrorBadEntries(t *testing.T) {
-	m := &mirror{h: newHolderKeys("p:", "p", 2), hold: map[uint64][]byte{}, ids: map[string]int{}}
+	m := &mirror{h: newHolderKeys("p:", "p", 2), hold: newBitmaps(0), ids: map[string]int{}}
 	block := string([]byte{0, 0, 0, 0, 0, 0, 0, 1})
 	for _, v := range []map[string]any{
 		{"k": "s", "p": "x", "v": block},
@@ -174,7 +174,7 @@ func TestMirrorBadEntries(t *testing.T) {
 			t.Errorf("entry %v accepted", v)
 		}
 	}
-	if len(m.hold) != 0 || len(m.ids) != 0 {
+	if m.hold.len() != 0 || len(m.ids) != 0 {
 		t.Fatalf("bad entries changed the copy: %v %v", m.hold, m.ids)
 	}
 	for _, v := range []map[string]any{
@@ -188,7 +188,7 @@ func TestMirrorBadEntries(t *testing.T) {
 			t.Fatalf("entry %v: %v", v, err)
 		}
 	}
-	if got := m.hold[1]; !slices.Equal(got, []byte{1}) || m.ids["e"] != 3 {
+	if got := m.hold.get(1); !slices.Equal(got, []byte{1}) || m.ids["e"] != 3 {
 		t.Fatalf("holders %x, ids %v; want 01 and e=3", got, m.ids)
 	}
 }

@@ -56,7 +56,7 @@ func TestMirrorFollowsWriters(t *testing.T) {
 	mcfg.Mirror = true
 	rd := newPrefix(t, mcfg, icfg)
 	r := rand.New(rand.NewPCG(3, 3))
-	eps := make([]string, 12)
+	eps := make([]string, 70) // ids past 64: bitmaps wider than 8 bytes
 	for i := range eps {
 		eps[i] = fmt.Sprintf("10.0.1.%d:8000", i)
 	}
@@ -81,7 +81,7 @@ func TestMirrorFollowsWriters(t *testing.T) {
 				after.MirrorLookups-before.MirrorLookups, after.Lookups-before.Lookups, len(chains))
 		}
 	}
-	for step := range 300 {
+	for step := range 600 {
 		ep := eps[r.IntN(len(eps))]
 		x := w
 		if r.IntN(4) == 0 {
@@ -118,8 +118,8 @@ func TestMirrorFollowsWriters(t *testing.T) {
 		n, err := c.HLen(context.Background(), cfg.KeyPrefix+"ao").Result()
 		return err == nil && n == 0
 	})
-	for i, ep := range eps[:6] {
-		w.Add(ep, chains[i][:5])
+	for i, ep := range eps {
+		w.Add(ep, chains[i%len(chains)][:5])
 	}
 	compare("newcomers with freed ids", rd)
 	compare("newcomers with freed ids, late replica", late)
