@@ -101,6 +101,26 @@ func checkHolders(t *testing.T, st holderState) {
 	}
 }
 
+// endpointNames returns n endpoint names in subnet.
+func endpointNames(subnet string, n int) []string {
+	eps := make([]string, n)
+	for i := range eps {
+		eps[i] = fmt.Sprintf("%s.%d:8000", subnet, i)
+	}
+	return eps
+}
+
+// branchingChains returns ten chains, each after the first sharing a
+// random prefix of an earlier one and ending in blocks of its own.
+func branchingChains(r *rand.Rand, seed uint64) [][]uint64 {
+	chains := [][]uint64{kvindextest.Chain(seed, 40)}
+	for i := 1; i < 10; i++ {
+		base := chains[r.IntN(len(chains))]
+		chains = append(chains, slices.Concat(base[:r.IntN(len(base))], kvindextest.Chain(seed+uint64(i), 1+r.IntN(30))))
+	}
+	return chains
+}
+
 // TestHoldersMirrorSets runs random credits, capacity changes and removals
 // over more endpoints than a byte of bitmap holds, and checks after each
 // batch that the holders hash mirrors the sets and that matches are
@@ -113,15 +133,8 @@ func TestHoldersMirrorSets(t *testing.T) {
 	icfg := kvindex.PrefixIndexConfig{DefaultCapacity: 30}
 	x, ref := newPrefix(t, cfg, icfg), kvindex.NewPrefixIndex(icfg)
 	r := rand.New(rand.NewPCG(7, 7))
-	eps := make([]string, 12)
-	for i := range eps {
-		eps[i] = fmt.Sprintf("10.0.0.%d:8000", i)
-	}
-	chains := [][]uint64{kvindextest.Chain(50, 40)}
-	for i := 1; i < 10; i++ {
-		base := chains[r.IntN(len(chains))]
-		chains = append(chains, slices.Concat(base[:r.IntN(len(base))], kvindextest.Chain(50+uint64(i), 1+r.IntN(30))))
-	}
+	eps := endpointNames("10.0.0", 12)
+	chains := branchingChains(r, 50)
 	got, want := make([]int, len(eps)), make([]int, len(eps))
 	for step := range 400 {
 		ep := eps[r.IntN(len(eps))]

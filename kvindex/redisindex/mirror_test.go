@@ -56,15 +56,8 @@ func TestMirrorFollowsWriters(t *testing.T) {
 	mcfg.Mirror = true
 	rd := newPrefix(t, mcfg, icfg)
 	r := rand.New(rand.NewPCG(3, 3))
-	eps := make([]string, 70) // ids past 64: bitmaps wider than 8 bytes
-	for i := range eps {
-		eps[i] = fmt.Sprintf("10.0.1.%d:8000", i)
-	}
-	chains := [][]uint64{kvindextest.Chain(70, 40)}
-	for i := 1; i < 10; i++ {
-		base := chains[r.IntN(len(chains))]
-		chains = append(chains, slices.Concat(base[:r.IntN(len(base))], kvindextest.Chain(70+uint64(i), 1+r.IntN(30))))
-	}
+	eps := endpointNames("10.0.1", 70) // ids past 64: bitmaps wider than 8 bytes
+	chains := branchingChains(r, 70)
 	compare := func(what string, x *redisindex.PrefixIndex) {
 		t.Helper()
 		flush(t, w)
