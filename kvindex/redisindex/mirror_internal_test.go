@@ -11,10 +11,16 @@ import (
 	"github.com/eppkit/eppkit/kvindex/redisindex/redistest"
 )
 
-// stepMirror is a mirror of x's holders that follows the log only when the
-// test steps it.
-func stepMirror(x *PrefixIndex) *mirror {
-	return &mirror{c: x.c, h: x.h, moved: make(chan struct{})}
+// stepIndex returns an approximate index on srv under keyPrefix, closed
+// when the test ends, and a mirror of its holders that follows the log only
+// when the test steps it.
+func stepIndex(t *testing.T, srv *redistest.Server, keyPrefix string) (*PrefixIndex, *mirror) {
+	x, err := NewPrefixIndex(Config{Address: srv.Addr, KeyPrefix: keyPrefix, TTL: -1}, kvindex.PrefixIndexConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = x.Close() })
+	return x, &mirror{c: x.c, h: x.h, moved: make(chan struct{})}
 }
 
 // steps steps m until it has read the log's end, at most ten times.
@@ -49,12 +55,7 @@ func mirrorMatch(t *testing.T, m *mirror, chain []uint64, eps ...string) []int {
 // server.
 func TestMirrorGapReloads(t *testing.T) {
 	srv := redistest.Start(t)
-	x, err := NewPrefixIndex(Config{Address: srv.Addr, KeyPrefix: "gap:", TTL: -1}, kvindex.PrefixIndexConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	m := stepMirror(x)
+	x, m := stepIndex(t, srv, "gap:")
 	a, b := kvindextest.Chain(1, 8), kvindextest.Chain(2, 8)
 	steps(t, m) // loads an empty index
 	x.Add("e1", a)
@@ -126,12 +127,7 @@ func TestMirrorGapReloads(t *testing.T) {
 // held when it was called, and not before; it ends with ctx.
 func TestMirrorCatchUp(t *testing.T) {
 	srv := redistest.Start(t)
-	x, err := NewPrefixIndex(Config{Address: srv.Addr, KeyPrefix: "catch:", TTL: -1}, kvindex.PrefixIndexConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	m := stepMirror(x)
+	x, m := stepIndex(t, srv, "catch:")
 	steps(t, m)
 	a := kvindextest.Chain(1, 8)
 	x.Add("e", a)
