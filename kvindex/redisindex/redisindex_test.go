@@ -18,6 +18,9 @@ import (
 
 func matchPrefix(t *testing.T, x kvindex.PrefixStore, chain []uint64, eps ...string) []int {
 	t.Helper()
+	if mirrored { // TestWithMirror: the reader's copy has read what other replicas wrote
+		kvindextest.Sync(t, x)
+	}
 	m := make([]int, len(eps))
 	if err := x.MatchContext(context.Background(), chain, eps, m); err != nil {
 		t.Fatal(err)
